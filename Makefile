@@ -1,0 +1,52 @@
+# turbotfx: `make run` runs the pipeline on the embedded default, `make test` runs the tests.
+# Both bootstrap .venv with python3.10 and install from the pinned lock (constraints.txt).
+
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+ARGS ?=
+
+# python3.10 on PATH, else a pyenv-installed 3.10 (a pyenv shim for an inactive version fails the probe).
+PYTHON310 ?= $(shell for p in python3.10 $$(ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/versions/3.10.*/bin/python3.10 2>/dev/null | sort -V | tail -n 1); do \
+	"$$p" -c 'import sys; assert sys.version_info[:2] == (3, 10)' >/dev/null 2>&1 && { command -v "$$p"; break; }; done)
+
+.PHONY: run test test-fast lint bench lock clean
+
+run: $(STAMP)
+	$(VENV)/bin/turbotfx run $(ARGS)
+
+test: $(STAMP)
+	$(PY) -m pytest $(ARGS)
+
+# Everything but the end-to-end pipeline runs.
+test-fast: $(STAMP)
+	$(PY) -m pytest -m "not e2e" $(ARGS)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+
+bench: $(STAMP)
+	$(PY) benchmarks/pipeline_bench.py $(ARGS)
+
+$(STAMP): pyproject.toml constraints.txt
+	@if [ -z "$(PYTHON310)" ]; then \
+		echo "error: python3.10 was not found. turbotfx needs Python 3.10 (TFX 1.16 supports no newer)."; \
+		echo "fix: install it (e.g. 'pyenv install 3.10' or 'apt-get install python3.10') and put it on PATH,"; \
+		echo "     or point to it: make PYTHON310=/path/to/python3.10"; \
+		exit 1; fi
+	@[ -x $(PY) ] || { echo "creating $(VENV) with $(PYTHON310)"; $(PYTHON310) -m venv $(VENV); }
+	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev]'
+	@touch $@
+
+# Regenerate the lock from a fresh resolve of pyproject.toml (deliberately, never by hand).
+# uv resolves this dependency tree in about a minute where pip backtracks for much longer.
+lock: $(STAMP)
+	$(PY) -m pip install --quiet uv
+	{ echo "# Resolved, pinned dependency set of turbotfx (Python 3.10, Linux x86_64)."; \
+	  echo "# Regenerate deliberately with 'make lock' (uv pip compile of pyproject.toml + dev extra); never edit by hand."; \
+	  $(VENV)/bin/uv pip compile --quiet --python-version 3.10 --python-platform x86_64-manylinux_2_36 \
+	    --no-header --no-annotate --extra dev pyproject.toml; } > constraints.txt.new
+	mv constraints.txt.new constraints.txt
+
+clean:
+	rm -rf $(VENV) workspace

@@ -1,0 +1,1 @@
+"""AnomalyGate: stops the run when ExampleValidator found anomalies."""

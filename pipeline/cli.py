@@ -1,0 +1,103 @@
+"""`turbotfx` command line: run the pipeline, infer a schema."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Optional, Sequence
+
+from pipeline import config as config_lib
+from pipeline.config import ConfigError, PipelineConfig
+
+
+class CliError(Exception):
+    """A failure the user can fix; the message names cause and fix."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="turbotfx", description="An end-to-end TFX pipeline: data to a served model."
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = commands.add_parser("run", help="run the whole pipeline (default: penguins in ./workspace)")
+    add_workspace_args(run)
+    run.add_argument("--pipeline-name", help="pipeline name in MLMD (default: turbotfx)")
+    run.add_argument("--model-name", help="name of the model under the serving dir (default: penguins)")
+    run.add_argument("--split", type=_split, help="train:eval hash buckets (default: 4:1)")
+    run.add_argument("--epochs", type=int, help="training epochs (default: 20)")
+    run.add_argument("--batch-size", type=int, help="training batch size (default: 32)")
+    run.add_argument("--learning-rate", type=float, help="Adam learning rate (default: 0.01)")
+    run.add_argument("--min-accuracy", type=float, help="accuracy a model needs to be blessed (default: 0.6)")
+    run.add_argument("--max-accuracy-drop", type=float,
+                     help="how far below the last blessed model's accuracy a model may be (default: 0.02)")
+    run.add_argument("--beam-mode", choices=config_lib.BEAM_MODES,
+                     help="Beam DirectRunner mode (default: auto, by data size)")
+    run.add_argument("--no-cache", action="store_true", help="re-execute every component")
+    run.add_argument("-v", "--verbose", action="store_true", help="show TF, Beam and TFX logs")
+
+    schema = commands.add_parser("schema", help="schema tools")
+    schema_commands = schema.add_subparsers(dest="schema_command", required=True, metavar="SUBCOMMAND")
+    infer = schema_commands.add_parser("infer", help="write the inferred schema of CSV data for curation")
+    infer.add_argument("--data-root", required=True, help="directory of CSV files")
+    infer.add_argument("--output", default="inferred_schema.pbtxt", help="schema file to write")
+    return parser
+
+
+def add_workspace_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--home", help=f"workspace directory (default: ${config_lib.HOME_ENV_VAR} or ./workspace)")
+    parser.add_argument("--dataset", help=f"embedded dataset: {', '.join(config_lib.DATASETS)}")
+    parser.add_argument("--data-root", help="directory of your own CSV files (same columns as the dataset)")
+
+
+def _split(text: str) -> tuple[int, int]:
+    try:
+        return config_lib.parse_split(text)
+    except ConfigError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def config_from_args(args: argparse.Namespace) -> PipelineConfig:
+    split = getattr(args, "split", None) or (None, None)
+    return PipelineConfig(home=config_lib.default_home()).with_overrides(
+        home=args.home,
+        dataset=args.dataset,
+        data_root=args.data_root,
+        pipeline_name=getattr(args, "pipeline_name", None),
+        model_name=getattr(args, "model_name", None),
+        train_buckets=split[0],
+        eval_buckets=split[1],
+        epochs=getattr(args, "epochs", None),
+        batch_size=getattr(args, "batch_size", None),
+        learning_rate=getattr(args, "learning_rate", None),
+        min_accuracy=getattr(args, "min_accuracy", None),
+        max_accuracy_drop=getattr(args, "max_accuracy_drop", None),
+        beam_mode=getattr(args, "beam_mode", None),
+        enable_cache=False if getattr(args, "no_cache", False) else None,
+    )
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "run":
+            from pipeline.run_command import run_pipeline
+
+            return run_pipeline(config_from_args(args), verbose=args.verbose)
+        if args.command == "schema":
+            from pipeline.schema_tools import infer_schema
+
+            path = infer_schema(Path(args.data_root), Path(args.output))
+            print(f"inferred schema written to {path}; curate it, then put it under pipeline/schemas/")
+            return 0
+    except (ConfigError, CliError) as err:
+        print(f"turbotfx: error: {err}", file=sys.stderr)
+        return 2
+    parser.error(f"unknown command {args.command!r}")
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

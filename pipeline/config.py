@@ -1,0 +1,144 @@
+"""PipelineConfig: every knob of a turbotfx run, with defaults and validation."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from pathlib import Path
+from typing import Optional
+
+DATASETS = ("penguins",)
+BEAM_MODES = ("auto", "in_memory", "multi_process")
+DEFAULT_HOME = "workspace"
+HOME_ENV_VAR = "TURBOTFX_HOME"
+# Above this much input data the DirectRunner's process pool pays for its start-up.
+MULTI_PROCESS_THRESHOLD_BYTES = 256 * 1024 * 1024
+
+_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,62}$")
+
+
+class ConfigError(ValueError):
+    """A configuration value a user gave is unusable; the message names the fix."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PipelineConfig:
+    pipeline_name: str = "turbotfx"
+    home: str = DEFAULT_HOME
+    dataset: str = "penguins"
+    data_root: Optional[str] = None  # None: the dataset is written into the workspace
+    model_name: str = "penguins"
+    train_buckets: int = 4  # hash split train:eval
+    eval_buckets: int = 1
+    epochs: int = 20
+    batch_size: int = 32
+    learning_rate: float = 0.01
+    hidden_units: tuple[int, ...] = (32, 16)
+    min_accuracy: float = 0.6  # value threshold for blessing
+    max_accuracy_drop: float = 0.02  # change threshold against the baseline
+    beam_mode: str = "auto"
+    enable_cache: bool = True
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    # Derived locations: everything a run writes lives under home.
+    @property
+    def home_path(self) -> Path:
+        return Path(self.home).expanduser().resolve()
+
+    @property
+    def pipeline_root(self) -> Path:
+        return self.home_path / "pipelines" / self.pipeline_name
+
+    @property
+    def metadata_path(self) -> Path:
+        return self.home_path / "metadata" / f"{self.pipeline_name}.sqlite"
+
+    @property
+    def serving_dir(self) -> Path:
+        return self.home_path / "serving" / self.model_name
+
+    @property
+    def log_path(self) -> Path:
+        return self.home_path / "logs" / "turbotfx.log"
+
+    @property
+    def data_path(self) -> Path:
+        if self.data_root:
+            return Path(self.data_root).expanduser().resolve()
+        return self.home_path / "data" / self.dataset
+
+    def validate(self) -> None:
+        if self.dataset not in DATASETS:
+            raise ConfigError(
+                f"unknown dataset {self.dataset!r}; choose one of: {', '.join(DATASETS)}"
+            )
+        for field in ("pipeline_name", "model_name"):
+            value = getattr(self, field)
+            if not _NAME_RE.match(value):
+                raise ConfigError(
+                    f"{field} {value!r} is not a valid name; use a letter followed by "
+                    "letters, digits, '-' or '_' (at most 63 characters)"
+                )
+        if self.beam_mode not in BEAM_MODES:
+            raise ConfigError(
+                f"unknown beam mode {self.beam_mode!r}; choose one of: {', '.join(BEAM_MODES)}"
+            )
+        _require(self.train_buckets >= 1 and self.eval_buckets >= 1,
+                 "split buckets must be positive integers, e.g. --split 4:1")
+        _require(self.epochs >= 1, f"epochs must be at least 1, got {self.epochs}")
+        _require(self.batch_size >= 1, f"batch size must be at least 1, got {self.batch_size}")
+        _require(0 < self.learning_rate < 10,
+                 f"learning rate must be in (0, 10), got {self.learning_rate}")
+        _require(len(self.hidden_units) >= 1 and all(u >= 1 for u in self.hidden_units),
+                 f"hidden units must be positive integers, got {self.hidden_units}")
+        _require(0.0 <= self.min_accuracy <= 1.0,
+                 f"min accuracy must be in [0, 1], got {self.min_accuracy}")
+        _require(0.0 <= self.max_accuracy_drop <= 1.0,
+                 f"max accuracy drop must be in [0, 1], got {self.max_accuracy_drop}")
+
+    def with_overrides(self, **overrides: object) -> "PipelineConfig":
+        """A copy with the given fields replaced (None values are ignored)."""
+        return dataclasses.replace(
+            self, **{k: v for k, v in overrides.items() if v is not None}
+        )
+
+
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise ConfigError(message)
+
+
+def default_home() -> str:
+    return os.environ.get(HOME_ENV_VAR) or DEFAULT_HOME
+
+
+def parse_split(text: str) -> tuple[int, int]:
+    """'4:1' -> (4, 1): hash buckets for train and eval."""
+    parts = text.split(":")
+    try:
+        train, eval_ = (int(p) for p in parts)
+    except ValueError:
+        raise ConfigError(
+            f"split {text!r} is not TRAIN:EVAL hash buckets; use e.g. --split 4:1"
+        ) from None
+    if train < 1 or eval_ < 1:
+        raise ConfigError(f"split {text!r} needs positive buckets; use e.g. --split 4:1")
+    return train, eval_
+
+
+def ensure_writable_home(config: PipelineConfig) -> None:
+    """Creates the workspace, failing with a clear message if it cannot be written."""
+    home = config.home_path
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        probe = home / ".write-probe"
+        probe.write_text("ok")
+        probe.unlink()
+    except OSError as err:
+        raise ConfigError(
+            f"workspace {home} is not writable ({err.strerror}); choose another with "
+            f"--home DIR or {HOME_ENV_VAR}=DIR"
+        ) from None

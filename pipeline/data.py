@@ -1,0 +1,88 @@
+"""Datasets: where a run's input CSV comes from, and the checks made before TFX sees it."""
+
+from __future__ import annotations
+
+import csv
+import os
+import tempfile
+from pathlib import Path
+
+from pipeline.config import ConfigError, PipelineConfig
+from trainer_module import features
+
+PENGUINS_FILE = "penguins.csv"
+
+
+def prepare_data(config: PipelineConfig) -> Path:
+    """Returns the directory of CSV files to ingest, writing the embedded dataset if needed."""
+    if config.data_root:
+        return check_data_root(config.data_path)
+    target = config.data_path
+    if not (target / PENGUINS_FILE).exists():
+        write_penguins_csv(target / PENGUINS_FILE)
+    return check_data_root(target)
+
+
+def write_penguins_csv(path: Path) -> int:
+    """Writes the palmerpenguins dataset as CSV; missing values stay empty cells.
+
+    Returns the number of rows written. The file appears atomically, so an interrupted
+    write never leaves a truncated CSV for ExampleGen to ingest.
+    """
+    from palmerpenguins import load_penguins
+
+    frame = load_penguins()[list(features.CSV_COLUMNS)]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".penguins-", suffix=".tmp")
+    os.close(fd)
+    try:
+        frame.to_csv(tmp, index=False, na_rep="")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return len(frame)
+
+
+def check_data_root(root: Path) -> Path:
+    """Fails clearly unless root holds CSV files whose headers carry the label column.
+
+    ExampleGen would otherwise fail deep inside Beam, or ingest files whose columns
+    disagree with each other.
+    """
+    if not root.is_dir():
+        raise ConfigError(f"data root {root} does not exist; pass a directory of CSV files with --data-root")
+    csv_files = sorted(p for p in root.iterdir() if p.suffix == ".csv" and p.is_file())
+    if not csv_files:
+        raise ConfigError(
+            f"data root {root} holds no .csv file; put CSV files with a header row there "
+            f"(columns: {', '.join(features.CSV_COLUMNS)})"
+        )
+    first_header = None
+    for csv_file in csv_files:
+        header = read_header(csv_file)
+        if features.LABEL_KEY not in header:
+            raise ConfigError(
+                f"{csv_file} has no label column {features.LABEL_KEY!r} (header: {', '.join(header)}); "
+                f"add it, the expected columns are: {', '.join(features.CSV_COLUMNS)}"
+            )
+        if first_header is None:
+            first_header = header
+        elif header != first_header:
+            raise ConfigError(
+                f"{csv_file} has columns {header} but {csv_files[0]} has {first_header}; "
+                "give every CSV file in the data root the same header"
+            )
+    return root
+
+
+def read_header(csv_file: Path) -> list[str]:
+    with open(csv_file, newline="") as handle:
+        try:
+            return next(csv.reader(handle))
+        except StopIteration:
+            raise ConfigError(f"{csv_file} is empty; remove it or give it a header row") from None
+
+
+def data_size_bytes(root: Path) -> int:
+    return sum(p.stat().st_size for p in root.glob("*.csv"))

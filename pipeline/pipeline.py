@@ -1,0 +1,156 @@
+"""create_pipeline(config): the turbotfx TFX pipeline definition."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import tensorflow_model_analysis as tfma
+from tfx import v1 as tfx
+
+from components.anomaly_gate.component import AnomalyGate
+from pipeline import schemas
+from pipeline.config import PipelineConfig
+from trainer_module import features
+
+PREPROCESSING_FN = "trainer_module.preprocessing.preprocessing_fn"
+RUN_FN = "trainer_module.train.run_fn"
+ACCURACY_METRIC = "sparse_categorical_accuracy"
+
+
+def create_pipeline(
+    config: PipelineConfig,
+    data_root: Optional[Path] = None,
+    beam_pipeline_args: Optional[list[str]] = None,
+    metadata_connection_config=None,
+) -> tfx.dsl.Pipeline:
+    """The pipeline, from CSV files to a pushed model.
+
+    Transform and Trainer get their functions by import path (not module_file), so the
+    same definition runs locally and in a container without uploading code.
+    """
+    example_gen = tfx.components.CsvExampleGen(
+        input_base=str(data_root or config.data_path),
+        output_config=tfx.proto.Output(
+            split_config=tfx.proto.SplitConfig(
+                splits=[
+                    tfx.proto.SplitConfig.Split(name="train", hash_buckets=config.train_buckets),
+                    tfx.proto.SplitConfig.Split(name="eval", hash_buckets=config.eval_buckets),
+                ]
+            )
+        ),
+    )
+    statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
+    schema_file = schemas.content_addressed_copy(
+        schemas.schema_file(config.dataset), config.pipeline_root / "curated_schemas"
+    )
+    schema_gen = tfx.components.ImportSchemaGen(schema_file=str(schema_file))
+    example_validator = tfx.components.ExampleValidator(
+        statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"]
+    )
+    anomaly_gate = AnomalyGate(anomalies=example_validator.outputs["anomalies"])
+    transform = tfx.components.Transform(
+        examples=example_gen.outputs["examples"],
+        schema=schema_gen.outputs["schema"],
+        preprocessing_fn=PREPROCESSING_FN,
+        splits_config=tfx.proto.SplitsConfig(analyze=["train"], transform=["train", "eval"]),
+        # TFDV statistics of the transformed data: not used downstream, and the slowest
+        # part of Transform on small data.
+        disable_statistics=True,
+    )
+    # ExampleValidator only records anomalies; the gate stops the run before Transform.
+    transform.add_upstream_node(anomaly_gate)
+    trainer = tfx.components.Trainer(
+        run_fn=RUN_FN,
+        examples=transform.outputs["transformed_examples"],
+        transform_graph=transform.outputs["transform_graph"],
+        schema=schema_gen.outputs["schema"],
+        train_args=tfx.proto.TrainArgs(),
+        eval_args=tfx.proto.EvalArgs(),
+        custom_config={
+            "epochs": config.epochs,
+            "batch_size": config.batch_size,
+            "learning_rate": config.learning_rate,
+            "hidden_units": list(config.hidden_units),
+        },
+    )
+    model_resolver = tfx.dsl.Resolver(
+        strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
+        model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
+        model_blessing=tfx.dsl.Channel(type=tfx.types.standard_artifacts.ModelBlessing),
+    ).with_id("latest_blessed_model_resolver")
+    evaluator = tfx.components.Evaluator(
+        examples=example_gen.outputs["examples"],
+        model=trainer.outputs["model"],
+        baseline_model=model_resolver.outputs["model"],
+        eval_config=eval_config(config),
+    )
+    pusher = tfx.components.Pusher(
+        model=trainer.outputs["model"],
+        model_blessing=evaluator.outputs["blessing"],
+        push_destination=tfx.proto.PushDestination(
+            filesystem=tfx.proto.PushDestination.Filesystem(base_directory=str(config.serving_dir))
+        ),
+    )
+    return tfx.dsl.Pipeline(
+        pipeline_name=config.pipeline_name,
+        pipeline_root=str(config.pipeline_root),
+        components=[
+            example_gen,
+            statistics_gen,
+            schema_gen,
+            example_validator,
+            anomaly_gate,
+            transform,
+            trainer,
+            model_resolver,
+            evaluator,
+            pusher,
+        ],
+        enable_cache=config.enable_cache,
+        metadata_connection_config=metadata_connection_config,
+        beam_pipeline_args=beam_pipeline_args or [],
+    )
+
+
+def eval_config(config: PipelineConfig) -> tfma.EvalConfig:
+    """Accuracy overall and per class, sliced by island, with blessing thresholds."""
+    accuracy_threshold = tfma.MetricThreshold(
+        value_threshold=tfma.GenericValueThreshold(lower_bound={"value": config.min_accuracy}),
+        # Negative absolute change: a candidate may trail the baseline by this much.
+        change_threshold=tfma.GenericChangeThreshold(
+            direction=tfma.MetricDirection.HIGHER_IS_BETTER,
+            absolute={"value": -config.max_accuracy_drop - 1e-10},
+        ),
+    )
+    return tfma.EvalConfig(
+        model_specs=[
+            tfma.ModelSpec(
+                signature_name="serving_default",
+                prediction_key="probabilities",
+                label_key=features.TRANSFORMED_LABEL_KEY,
+                preprocessing_function_names=["transform_features"],
+            )
+        ],
+        slicing_specs=[
+            tfma.SlicingSpec(),
+            tfma.SlicingSpec(feature_keys=["island"]),
+        ],
+        metrics_specs=[
+            tfma.MetricsSpec(
+                metrics=[
+                    tfma.MetricConfig(class_name="ExampleCount"),
+                    tfma.MetricConfig(
+                        class_name="SparseCategoricalAccuracy", threshold=accuracy_threshold
+                    ),
+                ]
+            ),
+            tfma.MetricsSpec(
+                binarize=tfma.BinarizationOptions(class_ids={"values": list(range(3))}),
+                metrics=[
+                    tfma.MetricConfig(class_name="Precision"),
+                    tfma.MetricConfig(class_name="Recall"),
+                ],
+            ),
+        ],
+    )

@@ -1,0 +1,1 @@
+"""Runners: the same pipeline, run locally or compiled for an orchestrator."""

@@ -1,0 +1,46 @@
+"""Runs the pipeline with LocalDagRunner and picks the Beam setting for the data size."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tfx import v1 as tfx
+
+from pipeline import data
+from pipeline.config import MULTI_PROCESS_THRESHOLD_BYTES, PipelineConfig
+
+
+def beam_mode(config: PipelineConfig, data_root: Path) -> str:
+    """in_memory for small data (no worker start-up), multi_process past the threshold."""
+    if config.beam_mode != "auto":
+        return config.beam_mode
+    if data.data_size_bytes(data_root) > MULTI_PROCESS_THRESHOLD_BYTES:
+        return "multi_process"
+    return "in_memory"
+
+
+def beam_pipeline_args(mode: str) -> list[str]:
+    if mode == "in_memory":
+        return ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
+    # 0 workers: one per core.
+    return ["--direct_running_mode=multi_processing", "--direct_num_workers=0"]
+
+
+def metadata_config(config: PipelineConfig):
+    config.metadata_path.parent.mkdir(parents=True, exist_ok=True)
+    return tfx.orchestration.metadata.sqlite_metadata_connection_config(str(config.metadata_path))
+
+
+def run(config: PipelineConfig, data_root: Path) -> str:
+    """Runs the pipeline to completion (raises on a failed component); returns the Beam mode."""
+    from pipeline.pipeline import create_pipeline
+
+    mode = beam_mode(config, data_root)
+    pipeline = create_pipeline(
+        config,
+        data_root=data_root,
+        beam_pipeline_args=beam_pipeline_args(mode),
+        metadata_connection_config=metadata_config(config),
+    )
+    tfx.orchestration.LocalDagRunner().run(pipeline)
+    return mode

@@ -1,0 +1,67 @@
+import pytest
+
+from pipeline.config import ConfigError, PipelineConfig, ensure_writable_home, parse_split
+
+
+def test_defaults_are_valid_and_place_everything_under_home(tmp_path):
+    config = PipelineConfig(home=str(tmp_path))
+    assert config.dataset == "penguins"
+    for path in (config.pipeline_root, config.metadata_path, config.serving_dir, config.log_path, config.data_path):
+        assert tmp_path in path.parents
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"dataset": "iris"}, "unknown dataset 'iris'"),
+        ({"epochs": 0}, "epochs must be at least 1"),
+        ({"batch_size": -4}, "batch size must be at least 1"),
+        ({"learning_rate": 0.0}, "learning rate must be in (0, 10)"),
+        ({"min_accuracy": 1.5}, "min accuracy must be in [0, 1]"),
+        ({"max_accuracy_drop": -0.1}, "max accuracy drop must be in [0, 1]"),
+        ({"beam_mode": "turbo"}, "unknown beam mode 'turbo'"),
+        ({"pipeline_name": "has space"}, "pipeline_name 'has space' is not a valid name"),
+        ({"train_buckets": 0}, "split buckets must be positive"),
+        ({"hidden_units": ()}, "hidden units must be positive"),
+    ],
+)
+def test_invalid_values_name_the_field(overrides, message):
+    with pytest.raises(ConfigError) as err:
+        PipelineConfig(**overrides)
+    assert message in str(err.value)
+
+
+def test_overrides_skip_none_and_revalidate():
+    config = PipelineConfig().with_overrides(epochs=3, batch_size=None)
+    assert config.epochs == 3 and config.batch_size == PipelineConfig().batch_size
+    with pytest.raises(ConfigError):
+        config.with_overrides(epochs=-1)
+
+
+def test_data_root_override_is_used(tmp_path):
+    assert PipelineConfig(data_root=str(tmp_path)).data_path == tmp_path.resolve()
+
+
+@pytest.mark.parametrize("text, expected", [("4:1", (4, 1)), ("9:1", (9, 1))])
+def test_parse_split(text, expected):
+    assert parse_split(text) == expected
+
+
+@pytest.mark.parametrize("text", ["4", "a:b", "0:1", "4:1:1"])
+def test_parse_split_rejects(text):
+    with pytest.raises(ConfigError, match="--split 4:1"):
+        parse_split(text)
+
+
+def test_home_on_a_read_only_filesystem_is_a_clear_error():
+    # /proc refuses new directories even to root, which CI runs as.
+    with pytest.raises(ConfigError, match="not writable"):
+        ensure_writable_home(PipelineConfig(home="/proc/turbotfx-workspace"))
+
+
+def test_home_under_a_file_is_a_clear_error(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(ConfigError) as err:
+        ensure_writable_home(PipelineConfig(home=str(blocker / "ws")))
+    assert "not writable" in str(err.value) and "--home" in str(err.value)

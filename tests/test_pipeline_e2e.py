@@ -1,0 +1,110 @@
+"""The whole pipeline on penguins, through the CLI, in a temp workspace."""
+
+from __future__ import annotations
+
+import pytest
+from ml_metadata.metadata_store import metadata_store
+from ml_metadata.proto import metadata_store_pb2
+
+from pipeline import run_summary
+from pipeline.runners import local
+from tests.conftest import FAST_RUN_ARGS, turbotfx
+
+pytestmark = pytest.mark.e2e
+
+NODES = {
+    "CsvExampleGen",
+    "StatisticsGen",
+    "ImportSchemaGen",
+    "ExampleValidator",
+    "AnomalyGate",
+    "Transform",
+    "Trainer",
+    "latest_blessed_model_resolver",
+    "Evaluator",
+    "Pusher",
+}
+
+
+def _store(config) -> metadata_store.MetadataStore:
+    return metadata_store.MetadataStore(local.metadata_config(config))
+
+
+def _versions(config) -> list:
+    return sorted(p for p in config.serving_dir.iterdir() if p.is_dir()) if config.serving_dir.exists() else []
+
+
+def test_first_run_pushes_a_numbered_version(first_run):
+    versions = _versions(first_run.config)
+    assert len(versions) == 1
+    assert versions[0].name.isdigit()
+    assert (versions[0] / "saved_model.pb").is_file()
+    assert "blessed: yes" in first_run.output
+    assert f"pushed: {versions[0]}" in first_run.output
+
+
+def test_first_run_records_one_complete_execution_per_component(first_run):
+    store = _store(first_run.config)
+    summary = run_summary.latest_run(store, first_run.config.pipeline_name)
+    states = {c.node_id: c.state for c in summary.components}
+    # The resolver is not an execution of its own in MLMD's run context.
+    executed = NODES - {"latest_blessed_model_resolver"}
+    assert executed <= set(states), states
+    assert all(states[node] == "COMPLETE" for node in executed), states
+    assert len(summary.components) == len(set(states)), "one execution per component"
+    assert summary.metrics["sparse_categorical_accuracy"] >= 0.5
+    assert {"island=Biscoe", "island=Dream", "island=Torgersen"} <= set(summary.slice_accuracy)
+
+
+def test_summary_shows_every_component_and_the_metrics(first_run):
+    for node in NODES - {"latest_blessed_model_resolver"}:
+        assert node in first_run.output
+    assert "sparse_categorical_accuracy" in first_run.output
+    assert "accuracy[island=Dream]" in first_run.output
+
+
+def test_second_run_reuses_the_cache_and_uses_the_first_model_as_baseline(first_run):
+    config = first_run.config
+    first_model = _pushed_model_ids(config)
+    result = turbotfx("run", *FAST_RUN_ARGS, home=first_run.home)
+    assert result.exit_code == 0, result.output
+    store = _store(config)
+    summary = run_summary.latest_run(store, config.pipeline_name)
+    states = {c.node_id: c.state for c in summary.components}
+    for node in ("CsvExampleGen", "StatisticsGen", "Transform", "Trainer"):
+        assert states[node] == "CACHED", states
+    evaluator = _latest_execution(store, "Evaluator")
+    baseline_ids = _input_artifact_ids(store, evaluator.id, "baseline_model")
+    assert baseline_ids == first_model, "the Evaluator compared against the first run's blessed model"
+
+
+def test_impossible_threshold_pushes_nothing_and_says_so(first_run):
+    config = first_run.config
+    before = _versions(config)
+    result = turbotfx("run", *FAST_RUN_ARGS[:2], "--min-accuracy", "1.0", "--max-accuracy-drop", "0",
+                      home=first_run.home)
+    assert result.exit_code == 0, result.output
+    assert "blessed: no" in result.output
+    assert "nothing was pushed" in result.output
+    assert _versions(config) == before
+
+
+def _latest_execution(store, node_id):
+    context = store.get_context_by_type_and_name("node", f"turbotfx.{node_id}")
+    return max(store.get_executions_by_context(context.id), key=lambda e: (e.create_time_since_epoch, e.id))
+
+
+def _input_artifact_ids(store, execution_id, key):
+    ids = []
+    for event in store.get_events_by_execution_ids([execution_id]):
+        if event.type == metadata_store_pb2.Event.INPUT and any(
+            step.key == key for step in event.path.steps if step.HasField("key")
+        ):
+            ids.append(event.artifact_id)
+    return sorted(ids)
+
+
+def _pushed_model_ids(config):
+    store = _store(config)
+    pusher = _latest_execution(store, "Pusher")
+    return _input_artifact_ids(store, pusher.id, "model")

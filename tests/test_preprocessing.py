@@ -1,0 +1,70 @@
+"""preprocessing_fn run by real TFT (Beam, in memory) on a few rows."""
+
+import tempfile
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_transform.beam as tft_beam
+from tensorflow_transform.tf_metadata import dataset_metadata, schema_utils
+
+from trainer_module import features, preprocessing
+
+RAW_SPEC = {
+    **{k: tf.io.VarLenFeature(tf.float32) for k in features.NUMERIC_FEATURE_KEYS},
+    **{k: tf.io.VarLenFeature(tf.string) for k in features.CATEGORICAL_FEATURE_KEYS},
+    features.LABEL_KEY: tf.io.FixedLenFeature([1], tf.string),
+}
+
+
+def _row(species, island, sex, bill, depth, flipper, mass):
+    row = {"species": [species], "island": [island] if island else [], "sex": [sex] if sex else []}
+    for key, value in zip(features.NUMERIC_FEATURE_KEYS, (bill, depth, flipper, mass)):
+        row[key] = [value] if value is not None else []
+    return row
+
+
+ROWS = [
+    _row(b"Adelie", b"Dream", b"male", 39.0, 18.0, 180.0, 3700.0),
+    _row(b"Adelie", b"Torgersen", b"female", 37.0, 17.0, 190.0, 3500.0),
+    _row(b"Gentoo", b"Biscoe", None, 47.0, 15.0, 220.0, None),
+    _row(b"Gentoo", b"Biscoe", b"male", 49.0, 16.0, 230.0, 5500.0),
+    _row(b"Chinstrap", b"Dream", b"female", None, 18.5, 195.0, 3600.0),
+]
+
+
+@pytest.fixture(scope="module")
+def transformed():
+    metadata = dataset_metadata.DatasetMetadata(schema_utils.schema_from_feature_spec(RAW_SPEC))
+    with tft_beam.Context(temp_dir=tempfile.mkdtemp(), force_tf_compat_v1=False):
+        (rows, _), transform_fn = (ROWS, metadata) | tft_beam.AnalyzeAndTransformDataset(
+            preprocessing.preprocessing_fn
+        )
+    return rows
+
+
+def test_numerics_are_imputed_with_the_mean_and_z_scored(transformed):
+    masses = np.array([r["body_mass_g_xf"] for r in transformed])
+    assert np.all(np.isfinite(masses))
+    # The missing mass (row 2) is imputed with the mean, which z-scores to 0.
+    assert masses[2] == pytest.approx(0.0, abs=1e-5)
+    bills = np.array([r["bill_length_mm_xf"] for r in transformed])
+    assert bills[4] == pytest.approx(0.0, abs=1e-5)
+    assert bills.mean() == pytest.approx(0.0, abs=1e-5)
+    assert bills[3] > bills[2] > bills[0] > bills[1]
+
+
+def test_categoricals_and_label_become_vocabulary_indices(transformed):
+    islands = [int(r["island_xf"]) for r in transformed]
+    # Biscoe and Dream appear twice: the most frequent tokens get the smallest ids.
+    assert islands[2] == islands[3] and islands[0] == islands[4]
+    assert set(islands) <= {0, 1, 2}
+    labels = [int(r["species_xf"]) for r in transformed]
+    assert labels[0] == labels[1] and labels[2] == labels[3] and len(set(labels)) == 3
+    # A missing sex is a token of its own, not an error.
+    assert int(transformed[2]["sex_xf"]) not in {int(transformed[0]["sex_xf"]), int(transformed[1]["sex_xf"])}
+
+
+def test_every_output_is_a_transformed_name(transformed):
+    expected = {features.transformed_name(k) for k in features.CSV_COLUMNS}
+    assert set(transformed[0]) == expected

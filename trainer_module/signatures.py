@@ -1,0 +1,103 @@
+"""Serving signatures: what TF Serving, JSON clients and TFMA call on the exported model."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import tensorflow as tf
+import tensorflow_transform as tft
+import tf_keras as keras
+
+from trainer_module import features
+
+SERVING_DEFAULT = "serving_default"
+SERVING_RAW = "serving_raw"
+TRANSFORM_FEATURES = "transform_features"
+EXAMPLES_INPUT = "examples"
+OUTPUT_PROBABILITIES = "probabilities"
+OUTPUT_CLASS_ID = "class_id"
+OUTPUT_LABEL = "label"
+
+
+class ServingModule(tf.Module):
+    """Holds the model and the Transform graph so one SavedModel carries both.
+
+    Every tf.function has a fixed input signature, so serving never retraces, and none
+    is XLA-compiled (TF Serving GPU builds reject some XLA ops).
+    """
+
+    def __init__(self, model: keras.Model, tf_transform_output: tft.TFTransformOutput) -> None:
+        super().__init__()
+        self.model = model
+        self.tft_layer = tf_transform_output.transform_features_layer()
+        self._raw_spec = tf_transform_output.raw_feature_spec()
+        self._serving_spec = {k: v for k, v in self._raw_spec.items() if k != features.LABEL_KEY}
+        label_vocab = tf_transform_output.vocabulary_by_name(
+            features.vocabulary_name(features.LABEL_KEY)
+        )
+        self._label_names = tf.constant(label_vocab, dtype=tf.string)
+
+        examples_spec = tf.TensorSpec([None], tf.string, name=EXAMPLES_INPUT)
+        self.serve_examples = tf.function(self._serve_examples, input_signature=[examples_spec])
+        self.transform_features = tf.function(
+            self._transform_features, input_signature=[examples_spec]
+        )
+        raw_specs = {
+            key: tf.TensorSpec([None], tf.float32, name=key) for key in features.NUMERIC_FEATURE_KEYS
+        }
+        raw_specs.update(
+            {key: tf.TensorSpec([None], tf.string, name=key) for key in features.CATEGORICAL_FEATURE_KEYS}
+        )
+        self.serve_raw = tf.function(self._serve_raw, input_signature=[raw_specs])
+
+    def signatures(self) -> dict:
+        return {
+            SERVING_DEFAULT: self.serve_examples.get_concrete_function(),
+            SERVING_RAW: self.serve_raw.get_concrete_function(),
+            TRANSFORM_FEATURES: self.transform_features.get_concrete_function(),
+        }
+
+    def _serve_examples(self, examples: tf.Tensor) -> dict:
+        return self._predict(tf.io.parse_example(examples, self._serving_spec))
+
+    def _serve_raw(self, rows: dict) -> dict:
+        """Named features, one value per row; NaN or '' mark a missing value."""
+        raw = {}
+        for key, value in rows.items():
+            present = tf.math.is_finite(value) if value.dtype.is_floating else tf.not_equal(value, "")
+            raw[key] = _sparse_column(value, present)
+        return self._predict(raw)
+
+    def _transform_features(self, examples: tf.Tensor) -> dict:
+        return self.tft_layer(tf.io.parse_example(examples, self._raw_spec))
+
+    def _predict(self, raw_features: dict) -> dict:
+        transformed = self.tft_layer(raw_features)
+        model_inputs = {name: transformed[name] for name in self.model.input_names}
+        probabilities = tf.cast(self.model(model_inputs, training=False), tf.float32)
+        class_id = tf.argmax(probabilities, axis=-1)
+        return {
+            OUTPUT_PROBABILITIES: probabilities,
+            OUTPUT_CLASS_ID: class_id,
+            OUTPUT_LABEL: tf.gather(self._label_names, class_id),
+        }
+
+
+def _sparse_column(values: tf.Tensor, present: tf.Tensor) -> tf.SparseTensor:
+    """A [batch, 1] SparseTensor holding only the present values, as tf.Example parsing gives."""
+    rows = tf.where(present)
+    indices = tf.concat([rows, tf.zeros_like(rows)], axis=1)
+    batch_size = tf.shape(values, out_type=tf.int64)[0]
+    return tf.SparseTensor(indices, tf.boolean_mask(values, present), [batch_size, 1])
+
+
+def export(
+    model: keras.Model,
+    tf_transform_output: tft.TFTransformOutput,
+    export_dir: str,
+) -> Sequence[str]:
+    """Writes the serving SavedModel; returns the signature names."""
+    module = ServingModule(model, tf_transform_output)
+    signatures = module.signatures()
+    tf.saved_model.save(module, export_dir, signatures=signatures)
+    return sorted(signatures)
