@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Sequence
 
 from pipeline import config as config_lib
 from pipeline.config import ConfigError, PipelineConfig
@@ -78,7 +78,7 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
     )
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -6,7 +6,6 @@ import dataclasses
 import os
 import re
 from pathlib import Path
-from typing import Optional
 
 DATASETS = ("penguins",)
 BEAM_MODES = ("auto", "in_memory", "multi_process")
@@ -27,7 +26,7 @@ class PipelineConfig:
     pipeline_name: str = "turbotfx"
     home: str = DEFAULT_HOME
     dataset: str = "penguins"
-    data_root: Optional[str] = None  # None: the dataset is written into the workspace
+    data_root: str | None = None  # None: the dataset is written into the workspace
     model_name: str = "penguins"
     train_buckets: int = 4  # hash split train:eval
     eval_buckets: int = 1
@@ -99,7 +98,7 @@ class PipelineConfig:
         _require(0.0 <= self.max_accuracy_drop <= 1.0,
                  f"max accuracy drop must be in [0, 1], got {self.max_accuracy_drop}")
 
-    def with_overrides(self, **overrides: object) -> "PipelineConfig":
+    def with_overrides(self, **overrides: object) -> PipelineConfig:
         """A copy with the given fields replaced (None values are ignored)."""
         return dataclasses.replace(
             self, **{k: v for k, v in overrides.items() if v is not None}

@@ -9,7 +9,7 @@ import re
 import sys
 import time
 from pathlib import Path
-from typing import IO, Iterator, Optional
+from typing import IO, Iterator
 
 # What TFX's LocalDagRunner logs around each node (tfx/orchestration/local/local_dag_runner.py).
 _RUNNING = re.compile(r"Component (\S+) is running\.")
@@ -23,7 +23,7 @@ class Console:
         self.stream = stream
         self._interactive = stream.isatty()
         self._started: dict[str, float] = {}
-        self.current: Optional[str] = None
+        self.current: str | None = None
 
     def line(self, text: str = "") -> None:
         self.stream.write(text + "\n")

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
-from typing import Optional
 
 import tensorflow_model_analysis as tfma
 from tfx import v1 as tfx
 
+import trainer_module
 from components.anomaly_gate.component import AnomalyGate
 from pipeline import schemas
 from pipeline.config import PipelineConfig
@@ -20,8 +21,8 @@ ACCURACY_METRIC = "sparse_categorical_accuracy"
 
 def create_pipeline(
     config: PipelineConfig,
-    data_root: Optional[Path] = None,
-    beam_pipeline_args: Optional[list[str]] = None,
+    data_root: Path | None = None,
+    beam_pipeline_args: list[str] | None = None,
     metadata_connection_config=None,
 ) -> tfx.dsl.Pipeline:
     """The pipeline, from CSV files to a pushed model.
@@ -53,6 +54,7 @@ def create_pipeline(
         examples=example_gen.outputs["examples"],
         schema=schema_gen.outputs["schema"],
         preprocessing_fn=PREPROCESSING_FN,
+        custom_config={"code_fingerprint": code_fingerprint()},
         splits_config=tfx.proto.SplitsConfig(analyze=["train"], transform=["train", "eval"]),
         # TFDV statistics of the transformed data: not used downstream, and the slowest
         # part of Transform on small data.
@@ -72,6 +74,7 @@ def create_pipeline(
             "batch_size": config.batch_size,
             "learning_rate": config.learning_rate,
             "hidden_units": list(config.hidden_units),
+            "code_fingerprint": code_fingerprint(),
         },
     )
     model_resolver = tfx.dsl.Resolver(
@@ -111,6 +114,18 @@ def create_pipeline(
         metadata_connection_config=metadata_connection_config,
         beam_pipeline_args=beam_pipeline_args or [],
     )
+
+
+def code_fingerprint() -> str:
+    """A hash of trainer_module's source.
+
+    With functions given by import path, TFX's cache key holds only the path: without
+    this, an edited preprocessing_fn or run_fn would silently reuse the cached outputs.
+    """
+    digest = hashlib.sha256()
+    for source in sorted(Path(trainer_module.__file__).parent.glob("*.py")):
+        digest.update(source.name.encode() + b"\0" + source.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def eval_config(config: PipelineConfig) -> tfma.EvalConfig:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
 
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
@@ -28,8 +27,8 @@ class RunSummary:
     components: list[ComponentRun]
     metrics: dict[str, float]
     slice_accuracy: dict[str, float]
-    blessed: Optional[bool]
-    pushed_path: Optional[str]
+    blessed: bool | None
+    pushed_path: str | None
 
     def format(self) -> str:
         lines = [f"run {self.run_id}"]
@@ -53,7 +52,7 @@ class RunSummary:
         return "\n".join(lines)
 
 
-def latest_run(store: metadata_store.MetadataStore, pipeline_name: str) -> Optional[RunSummary]:
+def latest_run(store: metadata_store.MetadataStore, pipeline_name: str) -> RunSummary | None:
     runs = [
         c for c in store.get_contexts_by_type(PIPELINE_RUN_CONTEXT)
         if _belongs_to(store, c, pipeline_name)
@@ -132,7 +131,7 @@ def evaluation_metrics(evaluation_uri: str) -> tuple[dict[str, float], dict[str,
     return overall, by_slice
 
 
-def _number(value) -> Optional[float]:
+def _number(value) -> float | None:
     if isinstance(value, dict) and "doubleValue" in value:
         return float(value["doubleValue"])
     return None

@@ -5,7 +5,9 @@ from __future__ import annotations
 import tensorflow as tf
 import tensorflow_transform as tft
 
-from trainer_module import features
+from trainer_module import autograph, features
+
+autograph.skip_library_conversion()
 
 
 def preprocessing_fn(inputs: dict) -> dict:

@@ -8,7 +8,9 @@ import tensorflow as tf
 import tensorflow_transform as tft
 import tf_keras as keras
 
-from trainer_module import features
+from trainer_module import autograph, features
+
+autograph.skip_library_conversion()
 
 SERVING_DEFAULT = "serving_default"
 SERVING_RAW = "serving_raw"

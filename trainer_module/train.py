@@ -12,7 +12,9 @@ import tensorflow_transform as tft
 from tfx import v1 as tfx
 from tfx_bsl.public import tfxio
 
-from trainer_module import features, model, signatures
+from trainer_module import autograph, features, model, signatures
+
+autograph.skip_library_conversion()
 
 REPORT_FILE = "training_report.json"
 SHUFFLE_BUFFER = 1024

@@ -1,0 +1,73 @@
+"""Bad input through the real CLI: one clear message, a non-zero exit, nothing pushed."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+
+from pipeline import data
+from tests.conftest import turbotfx
+
+
+def _serving_versions(home) -> list:
+    serving = home / "serving"
+    return [p for p in serving.rglob("*") if p.is_dir()] if serving.exists() else []
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["run", "--dataset", "iris"], "unknown dataset 'iris'; choose one of: penguins"),
+        (["run", "--epochs", "0"], "epochs must be at least 1"),
+        (["run", "--epochs", "many"], "argument --epochs: invalid int value: 'many'"),
+        (["run", "--split", "4-1"], "use e.g. --split 4:1"),
+        (["run", "--beam-mode", "turbo"], "invalid choice: 'turbo'"),
+        (["run", "--min-accuracy", "2"], "min accuracy must be in [0, 1]"),
+    ],
+)
+def test_invalid_flags(tmp_path, args, message):
+    result = turbotfx(*args, home=tmp_path)
+    assert result.exit_code == 2
+    assert message in result.output
+    assert not _serving_versions(tmp_path)
+
+
+def test_data_root_without_csv(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = turbotfx("run", "--data-root", str(empty), home=tmp_path / "ws")
+    assert result.exit_code == 2
+    assert "holds no .csv file" in result.output
+
+
+def test_csv_without_label_column(tmp_path):
+    root = tmp_path / "data"
+    root.mkdir()
+    (root / "rows.csv").write_text("island,sex,bill_length_mm\nDream,male,39.1\n")
+    result = turbotfx("run", "--data-root", str(root), home=tmp_path / "ws")
+    assert result.exit_code == 2
+    assert "no label column 'species'" in result.output
+
+
+def test_unwritable_home(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    result = turbotfx("run", home=blocker / "ws")
+    assert result.exit_code == 2
+    assert "is not writable" in result.output and "--home" in result.output
+
+
+@pytest.mark.e2e
+def test_rows_breaking_the_schema_stop_the_run_before_transform(tmp_path):
+    root = tmp_path / "data"
+    data.write_penguins_csv(root / "penguins.csv")
+    with open(root / "penguins.csv", "a", newline="") as handle:
+        csv.writer(handle).writerow(["Adelie", "Atlantis", "male", "39.1", "18.7", "181.0", "3750.0"])
+    home = tmp_path / "ws"
+    result = turbotfx("run", "--data-root", str(root), home=home)
+    assert result.exit_code == 1, result.output
+    assert "AnomalyGate failed" in result.output
+    assert "island" in result.output and "Atlantis" in result.output
+    assert "Transform" not in result.output, "the run stopped before Transform"
+    assert not _serving_versions(home)
