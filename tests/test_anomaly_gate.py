@@ -57,7 +57,7 @@ def test_clean_penguins_pass(tmp_path, penguin_rows):
     [
         ({"island": "Atlantis"}, "island", "Atlantis"),
         ({"body_mass_g": "99999.0"}, "body_mass_g", "99999"),
-        ({"bill_length_mm": "long"}, "bill_length_mm", "Unexpected data type"),
+        ({"bill_length_mm": "long"}, "bill_length_mm", '"long"'),
     ],
 )
 def test_bad_rows_stop_the_run_naming_feature_and_value(tmp_path, penguin_rows, bad_value, feature, shown):

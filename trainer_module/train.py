@@ -63,16 +63,22 @@ def run_fn(fn_args: tfx.components.FnArgs) -> None:
         vocab_sizes, num_classes, hparams["hidden_units"], hparams["learning_rate"]
     )
     started = time.perf_counter()
-    history = classifier.fit(train_ds, epochs=hparams["epochs"], validation_data=eval_ds, verbose=0)
-    wall_s = time.perf_counter() - started
+    history = classifier.fit(train_ds, epochs=hparams["epochs"], verbose=0)
+    fit_s = time.perf_counter() - started
+    # Evaluated once, after training: per-epoch validation on small data costs more
+    # than the training steps themselves.
+    eval_metrics = classifier.evaluate(eval_ds, verbose=0, return_dict=True)
 
+    started = time.perf_counter()
     signatures.export(classifier, tf_transform_output, fn_args.serving_model_dir)
+    export_s = time.perf_counter() - started
     report = {
         **hparams,
         "num_classes": num_classes,
-        "train_wall_s": round(wall_s, 3),
+        "fit_wall_s": round(fit_s, 3),
+        "export_wall_s": round(export_s, 3),
         "final_train_accuracy": float(history.history["accuracy"][-1]),
-        "final_eval_accuracy": float(history.history["val_accuracy"][-1]),
+        "final_eval_accuracy": float(eval_metrics["accuracy"]),
         "tf_version": tf.__version__,
     }
     write_report(fn_args.model_run_dir, report)
