@@ -6,7 +6,22 @@ import hashlib
 from pathlib import Path
 
 import tensorflow_model_analysis as tfma
-from tfx import v1 as tfx
+
+# Modules, not `tfx.v1`: that facade also imports the Google Cloud AI Platform client,
+# eight seconds of start-up that a local run never uses.
+from tfx.components.evaluator.component import Evaluator
+from tfx.components.example_gen.csv_example_gen.component import CsvExampleGen
+from tfx.components.example_validator.component import ExampleValidator
+from tfx.components.pusher.component import Pusher
+from tfx.components.schema_gen.import_schema_gen.component import ImportSchemaGen
+from tfx.components.statistics_gen.component import StatisticsGen
+from tfx.components.trainer.component import Trainer
+from tfx.components.transform.component import Transform
+from tfx.dsl.components.common.resolver import Resolver
+from tfx.dsl.input_resolution.strategies.latest_blessed_model_strategy import LatestBlessedModelStrategy
+from tfx.orchestration import pipeline as tfx_pipeline
+from tfx.proto import example_gen_pb2, pusher_pb2, trainer_pb2, transform_pb2
+from tfx.types import Channel, standard_artifacts
 
 import trainer_module
 from components.anomaly_gate.component import AnomalyGate
@@ -24,51 +39,51 @@ def create_pipeline(
     data_root: Path | None = None,
     beam_pipeline_args: list[str] | None = None,
     metadata_connection_config=None,
-) -> tfx.dsl.Pipeline:
+) -> tfx_pipeline.Pipeline:
     """The pipeline, from CSV files to a pushed model.
 
     Transform and Trainer get their functions by import path (not module_file), so the
     same definition runs locally and in a container without uploading code.
     """
-    example_gen = tfx.components.CsvExampleGen(
+    example_gen = CsvExampleGen(
         input_base=str(data_root or config.data_path),
-        output_config=tfx.proto.Output(
-            split_config=tfx.proto.SplitConfig(
+        output_config=example_gen_pb2.Output(
+            split_config=example_gen_pb2.SplitConfig(
                 splits=[
-                    tfx.proto.SplitConfig.Split(name="train", hash_buckets=config.train_buckets),
-                    tfx.proto.SplitConfig.Split(name="eval", hash_buckets=config.eval_buckets),
+                    example_gen_pb2.SplitConfig.Split(name="train", hash_buckets=config.train_buckets),
+                    example_gen_pb2.SplitConfig.Split(name="eval", hash_buckets=config.eval_buckets),
                 ]
             )
         ),
     )
-    statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
+    statistics_gen = StatisticsGen(examples=example_gen.outputs["examples"])
     schema_file = schemas.content_addressed_copy(
         schemas.schema_file(config.dataset), config.pipeline_root / "curated_schemas"
     )
-    schema_gen = tfx.components.ImportSchemaGen(schema_file=str(schema_file))
-    example_validator = tfx.components.ExampleValidator(
+    schema_gen = ImportSchemaGen(schema_file=str(schema_file))
+    example_validator = ExampleValidator(
         statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"]
     )
     anomaly_gate = AnomalyGate(anomalies=example_validator.outputs["anomalies"])
-    transform = tfx.components.Transform(
+    transform = Transform(
         examples=example_gen.outputs["examples"],
         schema=schema_gen.outputs["schema"],
         preprocessing_fn=PREPROCESSING_FN,
         custom_config={"code_fingerprint": code_fingerprint()},
-        splits_config=tfx.proto.SplitsConfig(analyze=["train"], transform=["train", "eval"]),
+        splits_config=transform_pb2.SplitsConfig(analyze=["train"], transform=["train", "eval"]),
         # TFDV statistics of the transformed data: not used downstream, and the slowest
         # part of Transform on small data.
         disable_statistics=True,
     )
     # ExampleValidator only records anomalies; the gate stops the run before Transform.
     transform.add_upstream_node(anomaly_gate)
-    trainer = tfx.components.Trainer(
+    trainer = Trainer(
         run_fn=RUN_FN,
         examples=transform.outputs["transformed_examples"],
         transform_graph=transform.outputs["transform_graph"],
         schema=schema_gen.outputs["schema"],
-        train_args=tfx.proto.TrainArgs(),
-        eval_args=tfx.proto.EvalArgs(),
+        train_args=trainer_pb2.TrainArgs(),
+        eval_args=trainer_pb2.EvalArgs(),
         custom_config={
             "epochs": config.epochs,
             "batch_size": config.batch_size,
@@ -77,25 +92,25 @@ def create_pipeline(
             "code_fingerprint": code_fingerprint(),
         },
     )
-    model_resolver = tfx.dsl.Resolver(
-        strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
-        model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
-        model_blessing=tfx.dsl.Channel(type=tfx.types.standard_artifacts.ModelBlessing),
+    model_resolver = Resolver(
+        strategy_class=LatestBlessedModelStrategy,
+        model=Channel(type=standard_artifacts.Model),
+        model_blessing=Channel(type=standard_artifacts.ModelBlessing),
     ).with_id("latest_blessed_model_resolver")
-    evaluator = tfx.components.Evaluator(
+    evaluator = Evaluator(
         examples=example_gen.outputs["examples"],
         model=trainer.outputs["model"],
         baseline_model=model_resolver.outputs["model"],
         eval_config=eval_config(config),
     )
-    pusher = tfx.components.Pusher(
+    pusher = Pusher(
         model=trainer.outputs["model"],
         model_blessing=evaluator.outputs["blessing"],
-        push_destination=tfx.proto.PushDestination(
-            filesystem=tfx.proto.PushDestination.Filesystem(base_directory=str(config.serving_dir))
+        push_destination=pusher_pb2.PushDestination(
+            filesystem=pusher_pb2.PushDestination.Filesystem(base_directory=str(config.serving_dir))
         ),
     )
-    return tfx.dsl.Pipeline(
+    return tfx_pipeline.Pipeline(
         pipeline_name=config.pipeline_name,
         pipeline_root=str(config.pipeline_root),
         components=[

@@ -9,7 +9,7 @@ from typing import Any
 
 import tensorflow as tf
 import tensorflow_transform as tft
-from tfx import v1 as tfx
+from tfx.components.trainer.fn_args_utils import DataAccessor, FnArgs
 from tfx_bsl.public import tfxio
 
 from trainer_module import autograph, features, model, signatures
@@ -22,7 +22,7 @@ SHUFFLE_BUFFER = 1024
 
 def input_dataset(
     file_pattern: list[str],
-    data_accessor: tfx.components.DataAccessor,
+    data_accessor: DataAccessor,
     tf_transform_output: tft.TFTransformOutput,
     batch_size: int,
     shuffle: bool,
@@ -42,7 +42,7 @@ def input_dataset(
     return dataset.prefetch(tf.data.AUTOTUNE)
 
 
-def run_fn(fn_args: tfx.components.FnArgs) -> None:
+def run_fn(fn_args: FnArgs) -> None:
     """Trains the classifier and exports it with its serving signatures."""
     hparams = hyperparameters(fn_args.custom_config or {})
     tf_transform_output = tft.TFTransformOutput(fn_args.transform_output)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tfx import v1 as tfx
+from tfx.orchestration import metadata
+from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 
 from pipeline import data
 from pipeline.config import MULTI_PROCESS_THRESHOLD_BYTES, PipelineConfig
@@ -44,7 +45,7 @@ def skip_dill_tracing() -> None:
 
 def metadata_config(config: PipelineConfig):
     config.metadata_path.parent.mkdir(parents=True, exist_ok=True)
-    return tfx.orchestration.metadata.sqlite_metadata_connection_config(str(config.metadata_path))
+    return metadata.sqlite_metadata_connection_config(str(config.metadata_path))
 
 
 def run(config: PipelineConfig, data_root: Path) -> str:
@@ -59,5 +60,5 @@ def run(config: PipelineConfig, data_root: Path) -> str:
         beam_pipeline_args=beam_pipeline_args(mode),
         metadata_connection_config=metadata_config(config),
     )
-    tfx.orchestration.LocalDagRunner().run(pipeline)
+    LocalDagRunner().run(pipeline)
     return mode
