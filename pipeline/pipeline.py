@@ -74,6 +74,7 @@ def create_pipeline(
         # TFDV statistics of the transformed data: not used downstream, and the slowest
         # part of Transform on small data.
         disable_statistics=True,
+        force_tf_compat_v1=True,
     )
     # ExampleValidator only records anomalies; the gate stops the run before Transform.
     transform.add_upstream_node(anomaly_gate)

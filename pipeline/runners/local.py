@@ -9,6 +9,7 @@ from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 
 from pipeline import data
 from pipeline.config import MULTI_PROCESS_THRESHOLD_BYTES, PipelineConfig
+from pipeline.runners import beam_tuning
 
 
 def beam_mode(config: PipelineConfig, data_root: Path) -> str:
@@ -30,19 +31,6 @@ def beam_pipeline_args(mode: str) -> list[str]:
     return ["--direct_running_mode=multi_processing", "--direct_num_workers=0"]
 
 
-def skip_dill_tracing() -> None:
-    """Makes Beam's per-object pickling stop toggling dill's trace logging.
-
-    Beam's dill pickler turns dill's trace on and off around every dumps/loads; each
-    toggle is a Logger.setLevel, which clears the level cache of every logger in the
-    process (thousands once TF and the Google clients are imported). On small data that
-    was 15% of a run. The trace only adds per-object debug lines to the log.
-    """
-    import dill._dill
-
-    dill._dill._trace = lambda boolean: None
-
-
 def metadata_config(config: PipelineConfig):
     config.metadata_path.parent.mkdir(parents=True, exist_ok=True)
     return metadata.sqlite_metadata_connection_config(str(config.metadata_path))
@@ -53,7 +41,7 @@ def run(config: PipelineConfig, data_root: Path) -> str:
     from pipeline.pipeline import create_pipeline
 
     mode = beam_mode(config, data_root)
-    skip_dill_tracing()
+    beam_tuning.tune(mode)
     pipeline = create_pipeline(
         config,
         data_root=data_root,
