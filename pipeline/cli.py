@@ -42,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     infer = schema_commands.add_parser("infer", help="write the inferred schema of CSV data for curation")
     infer.add_argument("--data-root", required=True, help="directory of CSV files")
     infer.add_argument("--output", default="inferred_schema.pbtxt", help="schema file to write")
+    infer.add_argument("-v", "--verbose", action="store_true", help="show TF and Beam logs")
     return parser
 
 
@@ -87,16 +88,25 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return run_pipeline(config_from_args(args), verbose=args.verbose)
         if args.command == "schema":
-            from pipeline.schema_tools import infer_schema
-
-            path = infer_schema(Path(args.data_root), Path(args.output))
-            print(f"inferred schema written to {path}; curate it, then put it under pipeline/schemas/")
-            return 0
+            return _infer_schema(Path(args.data_root), Path(args.output), args.verbose)
     except (ConfigError, CliError) as err:
         print(f"turbotfx: error: {err}", file=sys.stderr)
         return 2
     parser.error(f"unknown command {args.command!r}")
     return 2
+
+
+def _infer_schema(data_root: Path, output: Path, verbose: bool) -> int:
+    from pipeline import console
+    from pipeline.data import check_data_root
+    from pipeline.schema_tools import infer_schema
+
+    check_data_root(data_root.resolve())
+    log_path = PipelineConfig(home=config_lib.default_home()).log_path
+    with console.session(log_path, verbose) as out:
+        path = infer_schema(data_root, output)
+        out.line(f"inferred schema written to {path}; compare it with the curated one and curate it")
+    return 0
 
 
 if __name__ == "__main__":

@@ -71,3 +71,22 @@ def test_rows_breaking_the_schema_stop_the_run_before_transform(tmp_path):
     assert "island" in result.output and "Atlantis" in result.output
     assert "Transform" not in result.output, "the run stopped before Transform"
     assert not _serving_versions(home)
+
+
+def test_schema_infer_writes_a_schema_to_curate(tmp_path):
+    root = tmp_path / "data"
+    data.write_penguins_csv(root / "penguins.csv")
+    output = tmp_path / "proposed" / "schema.pbtxt"
+    result = turbotfx("schema", "infer", "--data-root", str(root), "--output", str(output), home=tmp_path / "ws")
+    assert result.exit_code == 0, result.output
+    assert f"inferred schema written to {output}" in result.output
+    text = output.read_text()
+    for column in ("species", "island", "body_mass_g"):
+        assert f'name: "{column}"' in text
+    assert 'value: "Torgersen"' in text
+
+
+def test_schema_infer_on_a_missing_directory(tmp_path):
+    result = turbotfx("schema", "infer", "--data-root", str(tmp_path / "nope"), home=tmp_path / "ws")
+    assert result.exit_code == 2
+    assert "does not exist" in result.output
