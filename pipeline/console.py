@@ -14,6 +14,7 @@ from typing import IO, Iterator
 # What TFX's LocalDagRunner logs around each node (tfx/orchestration/local/local_dag_runner.py).
 _RUNNING = re.compile(r"Component (\S+) is running\.")
 _FINISHED = re.compile(r"Component (\S+) is finished\.")
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
 class Console:
@@ -90,12 +91,18 @@ def session(log_path: Path, verbose: bool) -> Iterator[Console]:
         os.dup2(log_file.fileno(), 1)
         os.dup2(log_file.fileno(), 2)
     _absl_to_python_logging()
+    # stderr is the log file in quiet mode, the terminal with verbose. Timestamps show
+    # where a run's seconds went.
+    library_logs = logging.StreamHandler(sys.stderr)
+    library_logs.setFormatter(logging.Formatter(LOG_FORMAT))
     root.setLevel(logging.INFO)
+    root.addHandler(library_logs)
     root.addHandler(progress)
     try:
         yield console
     finally:
         root.removeHandler(progress)
+        root.removeHandler(library_logs)
         root.setLevel(saved_level)
         sys.stdout.flush()
         sys.stderr.flush()

@@ -109,3 +109,10 @@ def _pushed_model_ids(config):
     store = _store(config)
     pusher = _latest_execution(store, "Pusher")
     return _input_artifact_ids(store, pusher.id, "model")
+
+
+def test_console_is_quiet_and_the_log_file_holds_the_library_output(first_run):
+    for noise in ("INFO", "WARNING", "FutureWarning", "tensorflow"):
+        assert noise not in first_run.output
+    log = first_run.config.log_path.read_text()
+    assert "INFO absl: Component Trainer is running." in log
