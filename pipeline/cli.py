@@ -9,6 +9,7 @@ from typing import Sequence
 
 from pipeline import config as config_lib
 from pipeline.config import ConfigError, PipelineConfig
+from trainer_module import hardware
 
 
 class CliError(Exception):
@@ -32,6 +33,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--min-accuracy", type=float, help="accuracy a model needs to be blessed (default: 0.6)")
     run.add_argument("--max-accuracy-drop", type=float,
                      help="how far below the last blessed model's accuracy a model may be (default: 0.02)")
+    run.add_argument("--strategy", choices=hardware.STRATEGIES,
+                     help="tf.distribute strategy for the Trainer (default: auto, from the devices)")
+    run.add_argument("--precision", choices=hardware.PRECISIONS,
+                     help="Keras mixed-precision policy for training (default: auto)")
+    run.add_argument("--xla", choices=hardware.XLA_MODES,
+                     help="XLA-compile the training step (default: auto: on for GPU/TPU)")
+    run.add_argument("--steps-per-execution", type=int,
+                     help="training steps per tf.function call (default: 1)")
     run.add_argument("--beam-mode", choices=config_lib.BEAM_MODES,
                      help="Beam DirectRunner mode (default: auto, by data size)")
     run.add_argument("--no-cache", action="store_true", help="re-execute every component")
@@ -75,6 +84,10 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
         min_accuracy=getattr(args, "min_accuracy", None),
         max_accuracy_drop=getattr(args, "max_accuracy_drop", None),
         beam_mode=getattr(args, "beam_mode", None),
+        strategy=getattr(args, "strategy", None),
+        precision=getattr(args, "precision", None),
+        xla=getattr(args, "xla", None),
+        steps_per_execution=getattr(args, "steps_per_execution", None),
         enable_cache=False if getattr(args, "no_cache", False) else None,
     )
 

@@ -7,6 +7,8 @@ import os
 import re
 from pathlib import Path
 
+from trainer_module import hardware
+
 DATASETS = ("penguins",)
 BEAM_MODES = ("auto", "in_memory", "multi_process")
 DEFAULT_HOME = "workspace"
@@ -38,6 +40,11 @@ class PipelineConfig:
     max_accuracy_drop: float = 0.02  # change threshold against the baseline
     beam_mode: str = "auto"
     enable_cache: bool = True
+    # Trainer hardware: each "auto" is resolved from the devices the Trainer sees.
+    strategy: str = "auto"
+    precision: str = "auto"
+    xla: str = "auto"
+    steps_per_execution: int = 1
 
     def __post_init__(self) -> None:
         self.validate()
@@ -85,6 +92,15 @@ class PipelineConfig:
             raise ConfigError(
                 f"unknown beam mode {self.beam_mode!r}; choose one of: {', '.join(BEAM_MODES)}"
             )
+        for field, allowed in (
+            ("strategy", hardware.STRATEGIES),
+            ("precision", hardware.PRECISIONS),
+            ("xla", hardware.XLA_MODES),
+        ):
+            value = getattr(self, field)
+            _require(value in allowed, f"unknown {field} {value!r}; choose one of: {', '.join(allowed)}")
+        _require(self.steps_per_execution >= 1,
+                 f"steps per execution must be at least 1, got {self.steps_per_execution}")
         _require(self.train_buckets >= 1 and self.eval_buckets >= 1,
                  "split buckets must be positive integers, e.g. --split 4:1")
         _require(self.epochs >= 1, f"epochs must be at least 1, got {self.epochs}")

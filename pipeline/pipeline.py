@@ -17,6 +17,7 @@ from tfx.components.schema_gen.import_schema_gen.component import ImportSchemaGe
 from tfx.components.statistics_gen.component import StatisticsGen
 from tfx.components.trainer.component import Trainer
 from tfx.components.transform.component import Transform
+from tfx.dsl.components.base import executor_spec
 from tfx.dsl.components.common.resolver import Resolver
 from tfx.dsl.input_resolution.strategies.latest_blessed_model_strategy import LatestBlessedModelStrategy
 from tfx.orchestration import pipeline as tfx_pipeline
@@ -25,6 +26,7 @@ from tfx.types import Channel, standard_artifacts
 
 import trainer_module
 from components.anomaly_gate.component import AnomalyGate
+from components.reporting_trainer import executor as reporting_trainer
 from pipeline import schemas
 from pipeline.config import PipelineConfig
 from trainer_module import features
@@ -80,6 +82,8 @@ def create_pipeline(
     transform.add_upstream_node(anomaly_gate)
     trainer = Trainer(
         run_fn=RUN_FN,
+        # Records the training report on the Model artifact (see the executor).
+        custom_executor_spec=executor_spec.ExecutorClassSpec(reporting_trainer.Executor),
         examples=transform.outputs["transformed_examples"],
         transform_graph=transform.outputs["transform_graph"],
         schema=schema_gen.outputs["schema"],
@@ -90,6 +94,10 @@ def create_pipeline(
             "batch_size": config.batch_size,
             "learning_rate": config.learning_rate,
             "hidden_units": list(config.hidden_units),
+            "strategy": config.strategy,
+            "precision": config.precision,
+            "xla": config.xla,
+            "steps_per_execution": config.steps_per_execution,
             "code_fingerprint": code_fingerprint(),
         },
     )

@@ -116,3 +116,22 @@ def test_console_is_quiet_and_the_log_file_holds_the_library_output(first_run):
         assert noise not in first_run.output
     log = first_run.config.log_path.read_text()
     assert "INFO absl: Component Trainer is running." in log
+
+
+def test_training_report_is_recorded_on_the_model_artifact(first_run):
+    store = _store(first_run.config)
+    trainer = _latest_execution(store, "Trainer")
+    outputs = [e.artifact_id for e in store.get_events_by_execution_ids([trainer.id])
+               if e.type == metadata_store_pb2.Event.OUTPUT]
+    models = [a for a in store.get_artifacts_by_id(outputs)
+              if store.get_artifact_types_by_id([a.type_id])[0].name == "Model"]
+    assert len(models) == 1
+    props = models[0].custom_properties
+    assert props["training_strategy"].string_value == "default"
+    assert props["training_precision"].string_value == "float32"
+    assert props["training_replicas"].int_value == 1
+    assert props["training_xla"].int_value == 0
+    assert props["training_global_batch_size"].int_value == 32
+    assert props["training_epochs"].int_value == 5
+    assert props["training_fit_wall_s"].double_value > 0
+    assert props["training_hidden_units"].string_value == "[32, 16]"

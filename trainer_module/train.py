@@ -9,10 +9,11 @@ from typing import Any
 
 import tensorflow as tf
 import tensorflow_transform as tft
+import tf_keras as keras
 from tfx.components.trainer.fn_args_utils import DataAccessor, FnArgs
 from tfx_bsl.public import tfxio
 
-from trainer_module import autograph, features, model, signatures
+from trainer_module import autograph, features, hardware, model, signatures
 
 autograph.skip_library_conversion()
 
@@ -26,8 +27,13 @@ def input_dataset(
     tf_transform_output: tft.TFTransformOutput,
     batch_size: int,
     shuffle: bool,
+    drop_remainder: bool = False,
 ) -> tf.data.Dataset:
-    """One epoch of (transformed features, label) batches, prefetched."""
+    """One epoch of (transformed features, label) batches, prefetched.
+
+    drop_remainder gives every batch the same static shape, which XLA needs to compile
+    the training step once instead of once per batch shape.
+    """
     dataset = data_accessor.tf_dataset_factory(
         file_pattern,
         tfxio.TensorFlowDatasetOptions(
@@ -36,6 +42,7 @@ def input_dataset(
             num_epochs=1,
             shuffle=shuffle,
             shuffle_buffer_size=SHUFFLE_BUFFER,
+            drop_final_batch=drop_remainder,
         ),
         tf_transform_output.transformed_metadata.schema,
     )
@@ -43,14 +50,20 @@ def input_dataset(
 
 
 def run_fn(fn_args: FnArgs) -> None:
-    """Trains the classifier and exports it with its serving signatures."""
+    """Trains the classifier on the chosen hardware setup and exports it for serving."""
     hparams = hyperparameters(fn_args.custom_config or {})
+    choice = hardware.choose(hardware.detect(), hparams["strategy"], hparams["precision"], hparams["xla"])
+    strategy = hardware.build_strategy(choice.strategy)
+    replicas = strategy.num_replicas_in_sync
+    # batch_size is per replica; the input pipeline yields global batches.
+    global_batch_size = hparams["batch_size"] * replicas
     tf_transform_output = tft.TFTransformOutput(fn_args.transform_output)
     train_ds = input_dataset(
-        fn_args.train_files, fn_args.data_accessor, tf_transform_output, hparams["batch_size"], shuffle=True
+        fn_args.train_files, fn_args.data_accessor, tf_transform_output, global_batch_size,
+        shuffle=True, drop_remainder=choice.xla,
     )
     eval_ds = input_dataset(
-        fn_args.eval_files, fn_args.data_accessor, tf_transform_output, hparams["batch_size"], shuffle=False
+        fn_args.eval_files, fn_args.data_accessor, tf_transform_output, global_batch_size, shuffle=False
     )
     vocab_sizes = {
         key: tf_transform_output.vocabulary_size_by_name(features.vocabulary_name(key))
@@ -59,21 +72,41 @@ def run_fn(fn_args: FnArgs) -> None:
     num_classes = tf_transform_output.vocabulary_size_by_name(
         features.vocabulary_name(features.LABEL_KEY)
     )
-    classifier = model.build_model(
-        vocab_sizes, num_classes, hparams["hidden_units"], hparams["learning_rate"]
-    )
-    started = time.perf_counter()
-    history = classifier.fit(train_ds, epochs=hparams["epochs"], verbose=0)
-    fit_s = time.perf_counter() - started
-    # Evaluated once, after training: per-epoch validation on small data costs more
-    # than the training steps themselves.
-    eval_metrics = classifier.evaluate(eval_ds, verbose=0, return_dict=True)
+    model_args = (vocab_sizes, num_classes, hparams["hidden_units"], hparams["learning_rate"])
+
+    keras.mixed_precision.set_global_policy(choice.precision)
+    try:
+        with strategy.scope():
+            classifier = model.build_model(
+                *model_args, jit_compile=choice.xla, steps_per_execution=hparams["steps_per_execution"]
+            )
+        # Keras needs the number of steps to run several per call.
+        train_steps = count_batches(train_ds) if hparams["steps_per_execution"] > 1 else None
+        eval_steps = count_batches(eval_ds) if hparams["steps_per_execution"] > 1 else None
+        started = time.perf_counter()
+        history = classifier.fit(
+            train_ds.repeat() if train_steps else train_ds,
+            epochs=hparams["epochs"],
+            steps_per_epoch=train_steps,
+            verbose=0,
+        )
+        fit_s = time.perf_counter() - started
+        # Evaluated once, after training: per-epoch validation on small data costs more
+        # than the training steps themselves.
+        eval_metrics = classifier.evaluate(eval_ds, steps=eval_steps, verbose=0, return_dict=True)
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
 
     started = time.perf_counter()
-    signatures.export(classifier, tf_transform_output, fn_args.serving_model_dir)
+    signatures.export(float32_copy(classifier, model_args), tf_transform_output, fn_args.serving_model_dir)
     export_s = time.perf_counter() - started
     report = {
         **hparams,
+        "strategy": choice.strategy,
+        "replicas": replicas,
+        "precision": choice.precision,
+        "xla": choice.xla,
+        "global_batch_size": global_batch_size,
         "num_classes": num_classes,
         "fit_wall_s": round(fit_s, 3),
         "export_wall_s": round(export_s, 3),
@@ -84,6 +117,25 @@ def run_fn(fn_args: FnArgs) -> None:
     write_report(fn_args.model_run_dir, report)
 
 
+def count_batches(dataset: tf.data.Dataset) -> int:
+    """Batches in one epoch of a dataset whose cardinality tf.data cannot infer."""
+    return int(dataset.reduce(0, lambda count, _: count + 1))
+
+
+def float32_copy(trained: keras.Model, model_args: tuple) -> keras.Model:
+    """The trained weights in a float32 model: serving stays float32 whatever training used.
+
+    Mixed-precision variables are float32 already; only the layers' compute dtype differs,
+    and a float16 graph serves slowly on CPUs. Outside any strategy, so export sees plain
+    variables.
+    """
+    if not any(layer.compute_dtype in ("float16", "bfloat16") for layer in trained.layers):
+        return trained
+    serving_model = model.build_model(*model_args)
+    serving_model.set_weights(trained.get_weights())
+    return serving_model
+
+
 def hyperparameters(custom_config: dict[str, Any]) -> dict[str, Any]:
     """The training knobs passed through the Trainer's custom_config, with defaults."""
     return {
@@ -91,6 +143,10 @@ def hyperparameters(custom_config: dict[str, Any]) -> dict[str, Any]:
         "batch_size": int(custom_config.get("batch_size", 32)),
         "learning_rate": float(custom_config.get("learning_rate", 0.01)),
         "hidden_units": [int(u) for u in custom_config.get("hidden_units", (32, 16))],
+        "strategy": str(custom_config.get("strategy", "auto")),
+        "precision": str(custom_config.get("precision", "auto")),
+        "xla": str(custom_config.get("xla", "auto")),
+        "steps_per_execution": int(custom_config.get("steps_per_execution", 1)),
     }
 
 

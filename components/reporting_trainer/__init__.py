@@ -1,0 +1,1 @@
+"""A Trainer executor that records the training report on the Model artifact in MLMD."""

@@ -1,0 +1,55 @@
+"""Trainer executor that copies training_report.json onto the Model artifact.
+
+TFX records the Trainer's exec properties, but not what the run actually used once
+`auto` choices are resolved (strategy, replicas, precision, XLA, global batch) nor what
+it measured. run_fn writes those to training_report.json in model_run; this executor
+puts them on the Model artifact as custom properties, so MLMD answers "how was this
+model trained?" without opening files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from tfx import types
+from tfx.components.trainer import executor as trainer_executor
+from tfx.types import artifact_utils
+from tfx.utils import io_utils
+
+from trainer_module.train import REPORT_FILE
+
+PROPERTY_PREFIX = "training_"
+
+
+class Executor(trainer_executor.GenericExecutor):
+    def Do(
+        self,
+        input_dict: dict[str, list[types.Artifact]],
+        output_dict: dict[str, list[types.Artifact]],
+        exec_properties: dict[str, Any],
+    ) -> None:
+        super().Do(input_dict, output_dict, exec_properties)
+        model_run_uri = artifact_utils.get_single_uri(output_dict["model_run"])
+        report_path = os.path.join(model_run_uri, REPORT_FILE)
+        if not io_utils.fileio.exists(report_path):
+            return  # a run_fn that writes no report: nothing to record
+        report = json.loads(io_utils.read_string_file(report_path))
+        record_report(artifact_utils.get_single_instance(output_dict["model"]), report)
+
+
+def record_report(model: types.Artifact, report: dict[str, Any]) -> None:
+    """Each report entry as a typed custom property named training_<key>."""
+    for key, value in report.items():
+        name = PROPERTY_PREFIX + key
+        if isinstance(value, bool):
+            model.set_int_custom_property(name, int(value))
+        elif isinstance(value, int):
+            model.set_int_custom_property(name, value)
+        elif isinstance(value, float):
+            model.set_float_custom_property(name, value)
+        elif isinstance(value, str):
+            model.set_string_custom_property(name, value)
+        else:
+            model.set_string_custom_property(name, json.dumps(value))
