@@ -41,6 +41,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help="XLA-compile the training step (default: auto: on for GPU/TPU)")
     run.add_argument("--steps-per-execution", type=int,
                      help="training steps per tf.function call (default: 1)")
+    run.add_argument("--accumulation-steps", type=int,
+                     help="micro-batches per optimizer step (gradient accumulation; default: 1)")
+    run.add_argument("--histogram-freq", type=int,
+                     help="epochs between TensorBoard weight histograms, 0 for none (default: 5)")
+    run.add_argument("--profile-batches", help="TensorBoard-profile batches START,END, e.g. 2,4")
     run.add_argument("--beam-mode", choices=config_lib.BEAM_MODES,
                      help="Beam DirectRunner mode (default: auto, by data size)")
     run.add_argument("--no-cache", action="store_true", help="re-execute every component")
@@ -88,6 +93,9 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
         precision=getattr(args, "precision", None),
         xla=getattr(args, "xla", None),
         steps_per_execution=getattr(args, "steps_per_execution", None),
+        accumulation_steps=getattr(args, "accumulation_steps", None),
+        tensorboard_histogram_freq=getattr(args, "histogram_freq", None),
+        profile_batches=getattr(args, "profile_batches", None),
         enable_cache=False if getattr(args, "no_cache", False) else None,
     )
 

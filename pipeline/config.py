@@ -45,6 +45,9 @@ class PipelineConfig:
     precision: str = "auto"
     xla: str = "auto"
     steps_per_execution: int = 1
+    accumulation_steps: int = 1  # micro-batches per optimizer step
+    tensorboard_histogram_freq: int = 5  # epochs between weight histograms; 0: none
+    profile_batches: str = ""  # e.g. "2,4" profiles batches 2 to 4; "": no profiling
 
     def __post_init__(self) -> None:
         self.validate()
@@ -101,6 +104,15 @@ class PipelineConfig:
             _require(value in allowed, f"unknown {field} {value!r}; choose one of: {', '.join(allowed)}")
         _require(self.steps_per_execution >= 1,
                  f"steps per execution must be at least 1, got {self.steps_per_execution}")
+        _require(self.accumulation_steps >= 1,
+                 f"accumulation steps must be at least 1, got {self.accumulation_steps}")
+        _require(self.batch_size % self.accumulation_steps == 0,
+                 f"batch size {self.batch_size} must be a multiple of accumulation steps "
+                 f"{self.accumulation_steps} (each step trains on an equal micro-batch)")
+        _require(self.tensorboard_histogram_freq >= 0,
+                 f"histogram frequency must be 0 or more, got {self.tensorboard_histogram_freq}")
+        _require(self.profile_batches == "" or re.fullmatch(r"\d+,\d+", self.profile_batches) is not None,
+                 f"profile batches {self.profile_batches!r} must be START,END (e.g. 2,4) or empty")
         _require(self.train_buckets >= 1 and self.eval_buckets >= 1,
                  "split buckets must be positive integers, e.g. --split 4:1")
         _require(self.epochs >= 1, f"epochs must be at least 1, got {self.epochs}")

@@ -98,6 +98,9 @@ def create_pipeline(
             "precision": config.precision,
             "xla": config.xla,
             "steps_per_execution": config.steps_per_execution,
+            "accumulation_steps": config.accumulation_steps,
+            "tensorboard_histogram_freq": config.tensorboard_histogram_freq,
+            "profile_batches": config.profile_batches,
             "code_fingerprint": code_fingerprint(),
         },
     )

@@ -23,6 +23,12 @@ def test_defaults_are_valid_and_place_everything_under_home(tmp_path):
         ({"pipeline_name": "has space"}, "pipeline_name 'has space' is not a valid name"),
         ({"train_buckets": 0}, "split buckets must be positive"),
         ({"hidden_units": ()}, "hidden units must be positive"),
+        ({"strategy": "magic"}, "unknown strategy 'magic'; choose one of: auto"),
+        ({"precision": "float8"}, "unknown precision 'float8'"),
+        ({"steps_per_execution": 0}, "steps per execution must be at least 1"),
+        ({"accumulation_steps": 0}, "accumulation steps must be at least 1"),
+        ({"batch_size": 30, "accumulation_steps": 4}, "must be a multiple of accumulation steps 4"),
+        ({"profile_batches": "2-4"}, "must be START,END"),
     ],
 )
 def test_invalid_values_name_the_field(overrides, message):

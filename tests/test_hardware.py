@@ -77,7 +77,7 @@ MIRRORED_BFLOAT16_SCRIPT = textwrap.dedent(
         trained = model.build_model(*args)
     trained.fit(x, y, batch_size=32 * strategy.num_replicas_in_sync, epochs=3, verbose=0)
     keras.mixed_precision.set_global_policy("float32")
-    serving = train.float32_copy(trained, args)
+    serving = train.serving_copy(trained, args)
     p_trained, p_serving = trained.predict(x, verbose=0), serving.predict(x, verbose=0)
     print(json.dumps({
         "replicas": strategy.num_replicas_in_sync,

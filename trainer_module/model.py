@@ -7,6 +7,7 @@ from typing import Mapping, Sequence
 import tf_keras as keras
 
 from trainer_module import features
+from trainer_module.accumulation import AccumulatingModel
 
 
 def build_model(
@@ -16,12 +17,14 @@ def build_model(
     learning_rate: float = 0.01,
     jit_compile: bool = False,
     steps_per_execution: int = 1,
+    accumulation_steps: int = 1,
 ) -> keras.Model:
     """A small MLP: z-scored numerics plus one-hot categoricals in, class probabilities out.
 
     vocab_sizes maps each categorical feature key to its vocabulary size (without OOV).
     Layers compute in the global Keras precision policy; the output is always float32.
     jit_compile XLA-compiles the training step only, never the exported serving graph.
+    accumulation_steps > 1 splits each batch into that many micro-batches per update.
     """
     inputs = {}
     columns = []
@@ -44,7 +47,10 @@ def build_model(
         x = keras.layers.Dense(units, activation="relu", name=f"hidden_{i}")(x)
     # float32 probabilities whatever the training precision policy.
     outputs = keras.layers.Dense(num_classes, activation="softmax", dtype="float32", name="probabilities")(x)
-    model = keras.Model(inputs=inputs, outputs=outputs)
+    if accumulation_steps > 1:
+        model = AccumulatingModel(inputs=inputs, outputs=outputs, accumulation_steps=accumulation_steps)
+    else:
+        model = keras.Model(inputs=inputs, outputs=outputs)
     model.compile(
         optimizer=keras.optimizers.Adam(learning_rate=learning_rate),
         loss=keras.losses.SparseCategoricalCrossentropy(),

@@ -14,6 +14,7 @@ from tfx.components.trainer.fn_args_utils import DataAccessor, FnArgs
 from tfx_bsl.public import tfxio
 
 from trainer_module import autograph, features, hardware, model, signatures
+from trainer_module.accumulation import AccumulatingModel
 
 autograph.skip_library_conversion()
 
@@ -78,7 +79,10 @@ def run_fn(fn_args: FnArgs) -> None:
     try:
         with strategy.scope():
             classifier = model.build_model(
-                *model_args, jit_compile=choice.xla, steps_per_execution=hparams["steps_per_execution"]
+                *model_args,
+                jit_compile=choice.xla,
+                steps_per_execution=hparams["steps_per_execution"],
+                accumulation_steps=hparams["accumulation_steps"],
             )
         # Keras needs the number of steps to run several per call.
         train_steps = count_batches(train_ds) if hparams["steps_per_execution"] > 1 else None
@@ -88,6 +92,7 @@ def run_fn(fn_args: FnArgs) -> None:
             train_ds.repeat() if train_steps else train_ds,
             epochs=hparams["epochs"],
             steps_per_epoch=train_steps,
+            callbacks=[tensorboard(fn_args.model_run_dir, hparams)],
             verbose=0,
         )
         fit_s = time.perf_counter() - started
@@ -98,7 +103,7 @@ def run_fn(fn_args: FnArgs) -> None:
         keras.mixed_precision.set_global_policy("float32")
 
     started = time.perf_counter()
-    signatures.export(float32_copy(classifier, model_args), tf_transform_output, fn_args.serving_model_dir)
+    signatures.export(serving_copy(classifier, model_args), tf_transform_output, fn_args.serving_model_dir)
     export_s = time.perf_counter() - started
     report = {
         **hparams,
@@ -122,14 +127,26 @@ def count_batches(dataset: tf.data.Dataset) -> int:
     return int(dataset.reduce(0, lambda count, _: count + 1))
 
 
-def float32_copy(trained: keras.Model, model_args: tuple) -> keras.Model:
-    """The trained weights in a float32 model: serving stays float32 whatever training used.
+def tensorboard(model_run_dir: str, hparams: dict[str, Any]) -> keras.callbacks.TensorBoard:
+    """Scalars, weight histograms and an optional profiled batch range under model_run."""
+    profile = hparams["profile_batches"]
+    return keras.callbacks.TensorBoard(
+        log_dir=model_run_dir,
+        histogram_freq=hparams["tensorboard_histogram_freq"],
+        profile_batch=tuple(int(b) for b in profile.split(",")) if profile else 0,
+    )
+
+
+def serving_copy(trained: keras.Model, model_args: tuple) -> keras.Model:
+    """The trained weights in a plain float32 model, whatever training used.
 
     Mixed-precision variables are float32 already; only the layers' compute dtype differs,
-    and a float16 graph serves slowly on CPUs. Outside any strategy, so export sees plain
+    and a float16 graph serves slowly on CPUs. Gradient accumulation lives in a Model
+    subclass that serving has no use for. Built outside any strategy, so export sees plain
     variables.
     """
-    if not any(layer.compute_dtype in ("float16", "bfloat16") for layer in trained.layers):
+    low_precision = any(layer.compute_dtype in ("float16", "bfloat16") for layer in trained.layers)
+    if not low_precision and not isinstance(trained, AccumulatingModel):
         return trained
     serving_model = model.build_model(*model_args)
     serving_model.set_weights(trained.get_weights())
@@ -147,6 +164,9 @@ def hyperparameters(custom_config: dict[str, Any]) -> dict[str, Any]:
         "precision": str(custom_config.get("precision", "auto")),
         "xla": str(custom_config.get("xla", "auto")),
         "steps_per_execution": int(custom_config.get("steps_per_execution", 1)),
+        "accumulation_steps": int(custom_config.get("accumulation_steps", 1)),
+        "tensorboard_histogram_freq": int(custom_config.get("tensorboard_histogram_freq", 5)),
+        "profile_batches": str(custom_config.get("profile_batches", "")),
     }
 
 
