@@ -97,3 +97,24 @@ def test_runs_through_the_session_based_loader_tf_serving_uses(first_run):
     assert outputs["probabilities"].dtype == np.float32
     np.testing.assert_allclose(outputs["probabilities"].sum(axis=1), 1.0, rtol=1e-5)
     assert set(outputs["label"]) <= SPECIES
+
+
+def test_serving_functions_do_not_retrace_across_batch_sizes(first_run):
+    import tensorflow_transform as tft
+
+    from trainer_module import model
+
+    transform_graph = sorted((first_run.config.pipeline_root / "Transform" / "transform_graph").iterdir())[0]
+    module = signatures.ServingModule(
+        model.build_model({"island": 3, "sex": 3}, num_classes=3), tft.TFTransformOutput(str(transform_graph))
+    )
+    rows = _csv_rows(first_run, 64)
+    for batch in (1, 7, 64):
+        module.serve_examples(tf.constant([_serialize(r, with_label=False) for r in rows[:batch]]))
+        module.serve_raw({
+            "island": tf.constant(["Dream"] * batch),
+            "sex": tf.constant(["male"] * batch),
+            **{k: tf.fill([batch], 40.0) for k in features.NUMERIC_FEATURE_KEYS},
+        })
+    assert module.serve_examples.experimental_get_tracing_count() == 1
+    assert module.serve_raw.experimental_get_tracing_count() == 1
