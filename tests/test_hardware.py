@@ -104,3 +104,17 @@ def test_mirrored_over_two_cpus_in_bfloat16_exports_a_float32_model(tmp_path):
     # Same weights; only bfloat16 vs float32 arithmetic differs.
     assert result["max_abs_diff"] < 0.05
     assert result["accuracy"] > 0.8
+
+
+@pytest.mark.parametrize(
+    "tf_config, chief",
+    [
+        (None, True),
+        ('{"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "worker", "index": 0}}', True),
+        ('{"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "worker", "index": 1}}', False),
+        ('{"cluster": {"chief": ["c:0"], "worker": ["a:1"]}, "task": {"type": "worker", "index": 0}}', False),
+        ('{"cluster": {"chief": ["c:0"], "worker": ["a:1"]}, "task": {"type": "chief", "index": 0}}', True),
+    ],
+)
+def test_only_one_process_is_the_chief(tf_config, chief):
+    assert hardware.is_chief(tf_config) is chief

@@ -69,6 +69,18 @@ def workers_in_tf_config(tf_config: str | None) -> int:
     return max(1, len(cluster.get("chief", [])) + len(cluster.get("worker", [])))
 
 
+def is_chief(tf_config: str | None) -> bool:
+    """Whether this process exports and reports: the chief, else worker 0, else a lone process."""
+    if not tf_config:
+        return True
+    spec = json.loads(tf_config)
+    task = spec.get("task", {})
+    task_type, index = task.get("type"), int(task.get("index", 0))
+    if task_type is None or task_type == "chief":
+        return True
+    return task_type == "worker" and index == 0 and "chief" not in spec.get("cluster", {})
+
+
 def _tpu_resolves(tpu_address: str | None) -> bool:
     if not (tpu_address or os.environ.get("TPU_NAME")):
         return False

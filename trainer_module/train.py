@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
+import tempfile
 import time
-from typing import Any
+from typing import Any, Iterator
 
 import tensorflow as tf
 import tensorflow_transform as tft
@@ -92,52 +95,85 @@ def run_fn(fn_args: FnArgs) -> None:
         features.vocabulary_name(features.LABEL_KEY)
     )
     model_args = (vocab_sizes, num_classes, hparams["hidden_units"], hparams["learning_rate"])
+    chief = hardware.is_chief(os.environ.get("TF_CONFIG"))
+    with worker_dir(fn_args.model_run_dir, chief) as run_dir, worker_dir(
+        fn_args.serving_model_dir, chief
+    ) as export_dir:
+        keras.mixed_precision.set_global_policy(choice.precision)
+        try:
+            with strategy.scope():
+                classifier = model.build_model(
+                    *model_args,
+                    jit_compile=choice.xla,
+                    steps_per_execution=hparams["steps_per_execution"],
+                    accumulation_steps=hparams["accumulation_steps"],
+                )
+            results = fit_and_evaluate(classifier, train_ds, eval_ds, hparams, run_dir)
+        finally:
+            keras.mixed_precision.set_global_policy("float32")
 
-    keras.mixed_precision.set_global_policy(choice.precision)
-    try:
-        with strategy.scope():
-            classifier = model.build_model(
-                *model_args,
-                jit_compile=choice.xla,
-                steps_per_execution=hparams["steps_per_execution"],
-                accumulation_steps=hparams["accumulation_steps"],
-            )
-        # Keras needs the number of steps to run several per call.
-        train_steps = count_batches(train_ds) if hparams["steps_per_execution"] > 1 else None
-        eval_steps = count_batches(eval_ds) if hparams["steps_per_execution"] > 1 else None
         started = time.perf_counter()
-        history = classifier.fit(
-            train_ds.repeat() if train_steps else train_ds,
-            epochs=hparams["epochs"],
-            steps_per_epoch=train_steps,
-            callbacks=[tensorboard(fn_args.model_run_dir, hparams)],
-            verbose=0,
-        )
-        fit_s = time.perf_counter() - started
-        # Evaluated once, after training: per-epoch validation on small data costs more
-        # than the training steps themselves.
-        eval_metrics = classifier.evaluate(eval_ds, steps=eval_steps, verbose=0, return_dict=True)
-    finally:
-        keras.mixed_precision.set_global_policy("float32")
+        signatures.export(serving_copy(classifier, model_args), tf_transform_output, export_dir)
+        results["export_wall_s"] = round(time.perf_counter() - started, 3)
+        if chief:
+            write_report(run_dir, {
+                **hparams,
+                "strategy": choice.strategy,
+                "replicas": replicas,
+                "precision": choice.precision,
+                "xla": choice.xla,
+                "global_batch_size": global_batch_size,
+                "num_classes": num_classes,
+                **results,
+                "tf_version": tf.__version__,
+            })
 
+
+def fit_and_evaluate(
+    classifier: keras.Model,
+    train_ds: tf.data.Dataset,
+    eval_ds: tf.data.Dataset,
+    hparams: dict[str, Any],
+    run_dir: str,
+) -> dict[str, float]:
+    """Trains, then evaluates once (per-epoch validation on small data costs more than
+    the training steps); returns the measured figures for the training report."""
+    # Keras needs the number of steps to run several per call.
+    several = hparams["steps_per_execution"] > 1
+    train_steps = count_batches(train_ds) if several else None
+    eval_steps = count_batches(eval_ds) if several else None
     started = time.perf_counter()
-    signatures.export(serving_copy(classifier, model_args), tf_transform_output, fn_args.serving_model_dir)
-    export_s = time.perf_counter() - started
-    report = {
-        **hparams,
-        "strategy": choice.strategy,
-        "replicas": replicas,
-        "precision": choice.precision,
-        "xla": choice.xla,
-        "global_batch_size": global_batch_size,
-        "num_classes": num_classes,
+    history = classifier.fit(
+        train_ds.repeat() if several else train_ds,
+        epochs=hparams["epochs"],
+        steps_per_epoch=train_steps,
+        callbacks=[tensorboard(run_dir, hparams)],
+        verbose=0,
+    )
+    fit_s = time.perf_counter() - started
+    eval_metrics = classifier.evaluate(eval_ds, steps=eval_steps, verbose=0, return_dict=True)
+    return {
         "fit_wall_s": round(fit_s, 3),
-        "export_wall_s": round(export_s, 3),
         "final_train_accuracy": float(history.history["accuracy"][-1]),
         "final_eval_accuracy": float(eval_metrics["accuracy"]),
-        "tf_version": tf.__version__,
     }
-    write_report(fn_args.model_run_dir, report)
+
+
+@contextlib.contextmanager
+def worker_dir(chief_dir: str, chief: bool) -> Iterator[str]:
+    """chief_dir on the chief; elsewhere a temporary directory, removed afterwards.
+
+    Under MultiWorkerMirroredStrategy every worker must take part in training and saving,
+    but only the chief's outputs are the model: the others write beside it and clean up.
+    """
+    if chief:
+        yield chief_dir
+        return
+    temporary = tempfile.mkdtemp(prefix="turbotfx-worker-")
+    try:
+        yield temporary
+    finally:
+        shutil.rmtree(temporary, ignore_errors=True)
 
 
 def count_batches(dataset: tf.data.Dataset) -> int:
