@@ -43,6 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="training steps per tf.function call (default: 1)")
     run.add_argument("--accumulation-steps", type=int,
                      help="micro-batches per optimizer step (gradient accumulation; default: 1)")
+    run.add_argument("--scale-learning-rate", action="store_true",
+                     help="multiply the learning rate by the number of replicas (linear scaling)")
     run.add_argument("--histogram-freq", type=int,
                      help="epochs between TensorBoard weight histograms, 0 for none (default: 5)")
     run.add_argument("--profile-batches", help="TensorBoard-profile batches START,END, e.g. 2,4")
@@ -94,6 +96,7 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
         xla=getattr(args, "xla", None),
         steps_per_execution=getattr(args, "steps_per_execution", None),
         accumulation_steps=getattr(args, "accumulation_steps", None),
+        scale_learning_rate=True if getattr(args, "scale_learning_rate", False) else None,
         tensorboard_histogram_freq=getattr(args, "histogram_freq", None),
         profile_batches=getattr(args, "profile_batches", None),
         enable_cache=False if getattr(args, "no_cache", False) else None,

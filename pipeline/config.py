@@ -46,6 +46,7 @@ class PipelineConfig:
     xla: str = "auto"
     steps_per_execution: int = 1
     accumulation_steps: int = 1  # micro-batches per optimizer step
+    scale_learning_rate: bool = False  # linear scaling: learning rate x replicas
     tensorboard_histogram_freq: int = 5  # epochs between weight histograms; 0: none
     profile_batches: str = ""  # e.g. "2,4" profiles batches 2 to 4; "": no profiling
 

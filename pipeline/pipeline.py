@@ -99,6 +99,7 @@ def create_pipeline(
             "xla": config.xla,
             "steps_per_execution": config.steps_per_execution,
             "accumulation_steps": config.accumulation_steps,
+            "scale_learning_rate": config.scale_learning_rate,
             "tensorboard_histogram_freq": config.tensorboard_histogram_freq,
             "profile_batches": config.profile_batches,
             "code_fingerprint": code_fingerprint(),

@@ -118,3 +118,12 @@ def test_mirrored_over_two_cpus_in_bfloat16_exports_a_float32_model(tmp_path):
 )
 def test_only_one_process_is_the_chief(tf_config, chief):
     assert hardware.is_chief(tf_config) is chief
+
+
+def test_linear_learning_rate_scaling_is_opt_in():
+    from trainer_module import train
+
+    hparams = train.hyperparameters({"learning_rate": 0.01})
+    assert train.effective_learning_rate(hparams, replicas=4) == 0.01
+    scaled = train.hyperparameters({"learning_rate": 0.01, "scale_learning_rate": True})
+    assert train.effective_learning_rate(scaled, replicas=4) == pytest.approx(0.04)

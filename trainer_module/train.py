@@ -94,7 +94,8 @@ def run_fn(fn_args: FnArgs) -> None:
     num_classes = tf_transform_output.vocabulary_size_by_name(
         features.vocabulary_name(features.LABEL_KEY)
     )
-    model_args = (vocab_sizes, num_classes, hparams["hidden_units"], hparams["learning_rate"])
+    learning_rate = effective_learning_rate(hparams, replicas)
+    model_args = (vocab_sizes, num_classes, hparams["hidden_units"], learning_rate)
     chief = hardware.is_chief(os.environ.get("TF_CONFIG"))
     with worker_dir(fn_args.model_run_dir, chief) as run_dir, worker_dir(
         fn_args.serving_model_dir, chief
@@ -123,10 +124,18 @@ def run_fn(fn_args: FnArgs) -> None:
                 "precision": choice.precision,
                 "xla": choice.xla,
                 "global_batch_size": global_batch_size,
+                "effective_learning_rate": learning_rate,
                 "num_classes": num_classes,
                 **results,
                 "tf_version": tf.__version__,
             })
+
+
+def effective_learning_rate(hparams: dict[str, Any], replicas: int) -> float:
+    """With linear scaling, the rate grows with the global batch (Goyal et al., 2017)."""
+    if hparams["scale_learning_rate"]:
+        return hparams["learning_rate"] * replicas
+    return hparams["learning_rate"]
 
 
 def fit_and_evaluate(
@@ -219,6 +228,7 @@ def hyperparameters(custom_config: dict[str, Any]) -> dict[str, Any]:
         "xla": str(custom_config.get("xla", "auto")),
         "steps_per_execution": int(custom_config.get("steps_per_execution", 1)),
         "accumulation_steps": int(custom_config.get("accumulation_steps", 1)),
+        "scale_learning_rate": bool(custom_config.get("scale_learning_rate", False)),
         "tensorboard_histogram_freq": int(custom_config.get("tensorboard_histogram_freq", 5)),
         "profile_batches": str(custom_config.get("profile_batches", "")),
     }
