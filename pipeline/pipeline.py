@@ -47,6 +47,7 @@ def create_pipeline(
     Transform and Trainer get their functions by import path (not module_file), so the
     same definition runs locally and in a container without uploading code.
     """
+    fingerprint = code_fingerprint()
     example_gen = CsvExampleGen(
         input_base=str(data_root or config.data_path),
         output_config=example_gen_pb2.Output(
@@ -71,7 +72,7 @@ def create_pipeline(
         examples=example_gen.outputs["examples"],
         schema=schema_gen.outputs["schema"],
         preprocessing_fn=PREPROCESSING_FN,
-        custom_config={"code_fingerprint": code_fingerprint()},
+        custom_config={"code_fingerprint": fingerprint},
         splits_config=transform_pb2.SplitsConfig(analyze=["train"], transform=["train", "eval"]),
         # TFDV statistics of the transformed data: not used downstream, and the slowest
         # part of Transform on small data.
@@ -102,7 +103,7 @@ def create_pipeline(
             "scale_learning_rate": config.scale_learning_rate,
             "tensorboard_histogram_freq": config.tensorboard_histogram_freq,
             "profile_batches": config.profile_batches,
-            "code_fingerprint": code_fingerprint(),
+            "code_fingerprint": fingerprint,
         },
     )
     model_resolver = Resolver(
