@@ -122,10 +122,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _infer_schema(data_root: Path, output: Path, verbose: bool) -> int:
     from pipeline import console
-    from pipeline.data import check_data_root
     from pipeline.schema_tools import infer_schema
 
-    check_data_root(data_root.resolve())
     log_path = PipelineConfig(home=config_lib.default_home()).log_path
     with console.session(log_path, verbose) as out:
         path = infer_schema(data_root, output)

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import csv
-import os
-import tempfile
 from pathlib import Path
 
+from pipeline.atomic import atomic_path
 from pipeline.config import ConfigError, PipelineConfig
 from trainer_module import features
 
@@ -32,15 +31,8 @@ def write_penguins_csv(path: Path) -> int:
     from palmerpenguins import load_penguins
 
     frame = load_penguins()[list(features.CSV_COLUMNS)]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".penguins-", suffix=".tmp")
-    os.close(fd)
-    try:
+    with atomic_path(path) as tmp:
         frame.to_csv(tmp, index=False, na_rep="")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
     return len(frame)
 
 

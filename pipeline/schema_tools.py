@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 from pipeline import data
+from pipeline.atomic import atomic_path
 
 
 def infer_schema(data_root: Path, output: Path) -> Path:
@@ -17,13 +16,6 @@ def infer_schema(data_root: Path, output: Path) -> Path:
     stats = tfdv.generate_statistics_from_csv(data_location=str(data_root.resolve() / "*.csv"))
     schema = tfdv.infer_schema(stats)
     output = output.resolve()
-    output.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=output.parent, prefix=".schema-", suffix=".tmp")
-    os.close(fd)
-    try:
+    with atomic_path(output) as tmp:
         tfdv.write_schema_text(schema, tmp)
-        os.replace(tmp, output)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
     return output

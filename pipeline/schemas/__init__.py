@@ -6,6 +6,8 @@ import hashlib
 import shutil
 from pathlib import Path
 
+from pipeline.atomic import atomic_path
+
 SCHEMA_DIR = Path(__file__).resolve().parent
 
 
@@ -22,8 +24,6 @@ def content_addressed_copy(schema: Path, directory: Path) -> Path:
     digest = hashlib.sha256(schema.read_bytes()).hexdigest()[:16]
     target = directory / digest / schema.name
     if not target.exists():
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_suffix(".tmp")
-        shutil.copyfile(schema, tmp)
-        tmp.replace(target)
+        with atomic_path(target) as tmp:
+            shutil.copyfile(schema, tmp)
     return target
