@@ -25,12 +25,16 @@ def build_parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="run the whole pipeline (default: penguins in ./workspace)")
     add_workspace_args(run)
     run.add_argument("--pipeline-name", help="pipeline name in MLMD (default: turbotfx)")
-    run.add_argument("--model-name", help="name of the model under the serving dir (default: penguins)")
+    run.add_argument("--rows", type=int, help="rows of the synthetic dataset (default: 100000)")
+    run.add_argument("--model-name", help="name of the model under the serving dir (default: the dataset's)")
     run.add_argument("--split", type=_split, help="train:eval hash buckets (default: 4:1)")
-    run.add_argument("--epochs", type=int, help="training epochs (default: 20)")
-    run.add_argument("--batch-size", type=int, help="training batch size (default: 32)")
-    run.add_argument("--learning-rate", type=float, help="Adam learning rate (default: 0.01)")
-    run.add_argument("--min-accuracy", type=float, help="accuracy a model needs to be blessed (default: 0.6)")
+    run.add_argument("--epochs", type=int, help="training epochs (default: 20 penguins, 3 synthetic)")
+    run.add_argument("--batch-size", type=int,
+                     help="training batch size per replica (default: 32 penguins, 256 synthetic)")
+    run.add_argument("--learning-rate", type=float,
+                     help="Adam learning rate (default: 0.01 penguins, 0.002 synthetic)")
+    run.add_argument("--min-accuracy", type=float,
+                     help="accuracy a model needs to be blessed (default: 0.6 penguins, 0.7 synthetic)")
     run.add_argument("--max-accuracy-drop", type=float,
                      help="how far below the last blessed model's accuracy a model may be (default: 0.02)")
     run.add_argument("--strategy", choices=hardware.STRATEGIES,
@@ -40,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--xla", choices=hardware.XLA_MODES,
                      help="XLA-compile the training step (default: auto: on for GPU/TPU)")
     run.add_argument("--steps-per-execution", type=int,
-                     help="training steps per tf.function call (default: 1)")
+                     help="training steps per tf.function call (default: 32)")
     run.add_argument("--accumulation-steps", type=int,
                      help="micro-batches per optimizer step (gradient accumulation; default: 1)")
     run.add_argument("--scale-learning-rate", action="store_true",
@@ -57,6 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
     schema_commands = schema.add_subparsers(dest="schema_command", required=True, metavar="SUBCOMMAND")
     infer = schema_commands.add_parser("infer", help="write the inferred schema of CSV data for curation")
     infer.add_argument("--data-root", required=True, help="directory of CSV files")
+    infer.add_argument("--dataset", default="penguins", choices=config_lib.DATASETS,
+                       help="which dataset's columns the files hold (default: penguins)")
     infer.add_argument("--output", default="inferred_schema.pbtxt", help="schema file to write")
     infer.add_argument("-v", "--verbose", action="store_true", help="show TF and Beam logs")
     return parser
@@ -77,9 +83,10 @@ def _split(text: str) -> tuple[int, int]:
 
 def config_from_args(args: argparse.Namespace) -> PipelineConfig:
     split = getattr(args, "split", None) or (None, None)
-    return PipelineConfig(home=config_lib.default_home()).with_overrides(
-        home=args.home,
+    given = dict(
+        home=args.home or config_lib.default_home(),
         dataset=args.dataset,
+        rows=getattr(args, "rows", None),
         data_root=args.data_root,
         pipeline_name=getattr(args, "pipeline_name", None),
         model_name=getattr(args, "model_name", None),
@@ -101,6 +108,8 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
         profile_batches=getattr(args, "profile_batches", None),
         enable_cache=False if getattr(args, "no_cache", False) else None,
     )
+    # Built in one go: fields left unset take the chosen dataset's defaults.
+    return PipelineConfig(**{field: value for field, value in given.items() if value is not None})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -112,7 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return run_pipeline(config_from_args(args), verbose=args.verbose)
         if args.command == "schema":
-            return _infer_schema(Path(args.data_root), Path(args.output), args.verbose)
+            return _infer_schema(Path(args.data_root), Path(args.output), args.dataset, args.verbose)
     except (ConfigError, CliError) as err:
         print(f"turbotfx: error: {err}", file=sys.stderr)
         return 2
@@ -120,13 +129,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 2
 
 
-def _infer_schema(data_root: Path, output: Path, verbose: bool) -> int:
+def _infer_schema(data_root: Path, output: Path, dataset: str, verbose: bool) -> int:
     from pipeline import console
     from pipeline.schema_tools import infer_schema
 
     log_path = PipelineConfig(home=config_lib.default_home()).log_path
     with console.session(log_path, verbose) as out:
-        path = infer_schema(data_root, output)
+        path = infer_schema(data_root, output, dataset)
         out.line(f"inferred schema written to {path}; compare it with the curated one and curate it")
     return 0
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from trainer_module import hardware
 
-DATASETS = ("penguins",)
+DATASETS = ("penguins", "synthetic")
 BEAM_MODES = ("auto", "in_memory", "multi_process")
 DEFAULT_HOME = "workspace"
 HOME_ENV_VAR = "TURBOTFX_HOME"
@@ -23,20 +23,35 @@ class ConfigError(ValueError):
     """A configuration value a user gave is unusable; the message names the fix."""
 
 
+# Knobs whose sensible value depends on the dataset; a None field takes these.
+DATASET_DEFAULTS: dict[str, dict[str, object]] = {
+    "penguins": {
+        "model_name": "penguins", "epochs": 20, "batch_size": 32, "learning_rate": 0.01,
+        "hidden_units": (32, 16), "min_accuracy": 0.6,
+    },
+    "synthetic": {
+        "model_name": "synthetic", "epochs": 3, "batch_size": 256, "learning_rate": 0.002,
+        "hidden_units": (256, 128, 64), "min_accuracy": 0.7, "rows": 100_000,
+    },
+}
+
+
 @dataclasses.dataclass(frozen=True)
 class PipelineConfig:
     pipeline_name: str = "turbotfx"
     home: str = DEFAULT_HOME
     dataset: str = "penguins"
     data_root: str | None = None  # None: the dataset is written into the workspace
-    model_name: str = "penguins"
+    rows: int | None = None  # size of the synthetic dataset
+    # None below: the dataset's default (DATASET_DEFAULTS).
+    model_name: str | None = None
     train_buckets: int = 4  # hash split train:eval
     eval_buckets: int = 1
-    epochs: int = 20
-    batch_size: int = 32
-    learning_rate: float = 0.01
-    hidden_units: tuple[int, ...] = (32, 16)
-    min_accuracy: float = 0.6  # value threshold for blessing
+    epochs: int | None = None
+    batch_size: int | None = None  # per replica
+    learning_rate: float | None = None
+    hidden_units: tuple[int, ...] | None = None
+    min_accuracy: float | None = None  # value threshold for blessing
     max_accuracy_drop: float = 0.02  # change threshold against the baseline
     beam_mode: str = "auto"
     enable_cache: bool = True
@@ -44,13 +59,24 @@ class PipelineConfig:
     strategy: str = "auto"
     precision: str = "auto"
     xla: str = "auto"
-    steps_per_execution: int = 1
+    steps_per_execution: int = 32  # chosen by benchmarks/trainer_bench.py (see README, Speed)
     accumulation_steps: int = 1  # micro-batches per optimizer step
     scale_learning_rate: bool = False  # linear scaling: learning rate x replicas
     tensorboard_histogram_freq: int = 5  # epochs between weight histograms; 0: none
     profile_batches: str = ""  # e.g. "2,4" profiles batches 2 to 4; "": no profiling
 
     def __post_init__(self) -> None:
+        if self.dataset not in DATASETS:
+            raise ConfigError(
+                f"unknown dataset {self.dataset!r}; choose one of: {', '.join(DATASETS)}"
+            )
+        if self.rows is not None and self.dataset != "synthetic":
+            raise ConfigError(
+                "--rows sizes the synthetic dataset only; drop it or add --dataset synthetic"
+            )
+        for field, value in DATASET_DEFAULTS[self.dataset].items():
+            if getattr(self, field) is None:
+                object.__setattr__(self, field, value)
         self.validate()
 
     # Derived locations: everything a run writes lives under home.
@@ -78,13 +104,13 @@ class PipelineConfig:
     def data_path(self) -> Path:
         if self.data_root:
             return Path(self.data_root).expanduser().resolve()
+        if self.dataset == "synthetic":
+            return self.home_path / "data" / self.dataset / f"rows-{self.rows}"
         return self.home_path / "data" / self.dataset
 
     def validate(self) -> None:
-        if self.dataset not in DATASETS:
-            raise ConfigError(
-                f"unknown dataset {self.dataset!r}; choose one of: {', '.join(DATASETS)}"
-            )
+        _require(self.rows is None or self.rows >= 100,
+                 f"rows must be at least 100 (both splits need data), got {self.rows}")
         for field in ("pipeline_name", "model_name"):
             value = getattr(self, field)
             if not _NAME_RE.match(value):
@@ -128,7 +154,11 @@ class PipelineConfig:
                  f"max accuracy drop must be in [0, 1], got {self.max_accuracy_drop}")
 
     def with_overrides(self, **overrides: object) -> PipelineConfig:
-        """A copy with the given fields replaced (None values are ignored)."""
+        """A copy with the given fields replaced (None values are ignored).
+
+        Fields filled from the dataset's defaults keep those values: to switch datasets,
+        build a new PipelineConfig instead.
+        """
         return dataclasses.replace(
             self, **{k: v for k, v in overrides.items() if v is not None}
         )

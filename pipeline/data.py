@@ -5,21 +5,28 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+from pipeline import synthetic
 from pipeline.atomic import atomic_path
 from pipeline.config import ConfigError, PipelineConfig
 from trainer_module import features
+from trainer_module.features import FeatureSpec
 
 PENGUINS_FILE = "penguins.csv"
 
 
 def prepare_data(config: PipelineConfig) -> Path:
     """Returns the directory of CSV files to ingest, writing the embedded dataset if needed."""
+    spec = features.for_dataset(config.dataset)
     if config.data_root:
-        return check_data_root(config.data_path)
+        return check_data_root(config.data_path, spec)
     target = config.data_path
-    if not (target / PENGUINS_FILE).exists():
+    if config.dataset == "synthetic":
+        # The directory appears whole (one rename), so its presence means complete.
+        if not target.is_dir():
+            synthetic.generate(target, config.rows)
+    elif not (target / PENGUINS_FILE).exists():
         write_penguins_csv(target / PENGUINS_FILE)
-    return check_data_root(target)
+    return check_data_root(target, spec)
 
 
 def write_penguins_csv(path: Path) -> int:
@@ -30,13 +37,13 @@ def write_penguins_csv(path: Path) -> int:
     """
     from palmerpenguins import load_penguins
 
-    frame = load_penguins()[list(features.CSV_COLUMNS)]
+    frame = load_penguins()[list(features.PENGUINS.csv_columns)]
     with atomic_path(path) as tmp:
         frame.to_csv(tmp, index=False, na_rep="")
     return len(frame)
 
 
-def check_data_root(root: Path) -> Path:
+def check_data_root(root: Path, spec: FeatureSpec = features.PENGUINS) -> Path:
     """Fails clearly unless root holds CSV files whose headers carry the label column.
 
     ExampleGen would otherwise fail deep inside Beam, or ingest files whose columns
@@ -48,15 +55,15 @@ def check_data_root(root: Path) -> Path:
     if not csv_files:
         raise ConfigError(
             f"data root {root} holds no .csv file; put CSV files with a header row there "
-            f"(columns: {', '.join(features.CSV_COLUMNS)})"
+            f"(columns: {', '.join(spec.csv_columns)})"
         )
     first_header = None
     for csv_file in csv_files:
         header = read_header(csv_file)
-        if features.LABEL_KEY not in header:
+        if spec.label_key not in header:
             raise ConfigError(
-                f"{csv_file} has no label column {features.LABEL_KEY!r} (header: {', '.join(header)}); "
-                f"add it, the expected columns are: {', '.join(features.CSV_COLUMNS)}"
+                f"{csv_file} has no label column {spec.label_key!r} (header: {', '.join(header)}); "
+                f"add it, the expected columns are: {', '.join(spec.csv_columns)}"
             )
         if first_header is None:
             first_header = header

@@ -34,6 +34,8 @@ from trainer_module import features
 PREPROCESSING_FN = "trainer_module.preprocessing.preprocessing_fn"
 RUN_FN = "trainer_module.train.run_fn"
 ACCURACY_METRIC = "sparse_categorical_accuracy"
+# What preprocessing_fn runs: an edit elsewhere (the model, run_fn) keeps Transform cached.
+TRANSFORM_SOURCES = ("preprocessing.py", "features.py", "autograph.py", "__init__.py")
 
 
 def create_pipeline(
@@ -47,7 +49,7 @@ def create_pipeline(
     Transform and Trainer get their functions by import path (not module_file), so the
     same definition runs locally and in a container without uploading code.
     """
-    fingerprint = code_fingerprint()
+    trainer_fingerprint = code_fingerprint()
     example_gen = CsvExampleGen(
         input_base=str(data_root or config.data_path),
         output_config=example_gen_pb2.Output(
@@ -72,7 +74,10 @@ def create_pipeline(
         examples=example_gen.outputs["examples"],
         schema=schema_gen.outputs["schema"],
         preprocessing_fn=PREPROCESSING_FN,
-        custom_config={"code_fingerprint": fingerprint},
+        custom_config={
+            "dataset": config.dataset,
+            "code_fingerprint": code_fingerprint(TRANSFORM_SOURCES),
+        },
         splits_config=transform_pb2.SplitsConfig(analyze=["train"], transform=["train", "eval"]),
         # TFDV statistics of the transformed data: not used downstream, and the slowest
         # part of Transform on small data.
@@ -91,6 +96,7 @@ def create_pipeline(
         train_args=trainer_pb2.TrainArgs(),
         eval_args=trainer_pb2.EvalArgs(),
         custom_config={
+            "dataset": config.dataset,
             "epochs": config.epochs,
             "batch_size": config.batch_size,
             "learning_rate": config.learning_rate,
@@ -103,7 +109,7 @@ def create_pipeline(
             "scale_learning_rate": config.scale_learning_rate,
             "tensorboard_histogram_freq": config.tensorboard_histogram_freq,
             "profile_batches": config.profile_batches,
-            "code_fingerprint": fingerprint,
+            "code_fingerprint": trainer_fingerprint,
         },
     )
     model_resolver = Resolver(
@@ -145,20 +151,24 @@ def create_pipeline(
     )
 
 
-def code_fingerprint() -> str:
-    """A hash of trainer_module's source.
+def code_fingerprint(sources: tuple[str, ...] | None = None) -> str:
+    """A hash of trainer_module's source files (all of them, or the named ones).
 
     With functions given by import path, TFX's cache key holds only the path: without
     this, an edited preprocessing_fn or run_fn would silently reuse the cached outputs.
     """
     digest = hashlib.sha256()
-    for source in sorted(Path(trainer_module.__file__).parent.glob("*.py")):
+    package = Path(trainer_module.__file__).parent
+    files = [package / name for name in sources] if sources else package.glob("*.py")
+    for source in sorted(files):
         digest.update(source.name.encode() + b"\0" + source.read_bytes())
     return digest.hexdigest()[:16]
 
 
 def eval_config(config: PipelineConfig) -> tfma.EvalConfig:
-    """Accuracy overall and per class, sliced by island, with blessing thresholds."""
+    """Accuracy overall and per class, sliced by the dataset's slice feature, with
+    blessing thresholds."""
+    spec = features.for_dataset(config.dataset)
     accuracy_threshold = tfma.MetricThreshold(
         value_threshold=tfma.GenericValueThreshold(lower_bound={"value": config.min_accuracy}),
         # Negative absolute change: a candidate may trail the baseline by this much.
@@ -172,25 +182,32 @@ def eval_config(config: PipelineConfig) -> tfma.EvalConfig:
             tfma.ModelSpec(
                 signature_name="serving_default",
                 prediction_key="probabilities",
-                label_key=features.TRANSFORMED_LABEL_KEY,
+                label_key=spec.transformed_label_key,
                 preprocessing_function_names=["transform_features"],
             )
         ],
         slicing_specs=[
             tfma.SlicingSpec(),
-            tfma.SlicingSpec(feature_keys=["island"]),
+            tfma.SlicingSpec(feature_keys=[spec.slice_key]),
         ],
         metrics_specs=[
             tfma.MetricsSpec(
                 metrics=[
                     tfma.MetricConfig(class_name="ExampleCount"),
+                    # Blessing looks at the whole eval split: a slice-level threshold
+                    # would gate on small, noisy slices (a few dozen rows each).
                     tfma.MetricConfig(
-                        class_name="SparseCategoricalAccuracy", threshold=accuracy_threshold
+                        class_name="SparseCategoricalAccuracy",
+                        per_slice_thresholds=[
+                            tfma.PerSliceMetricThreshold(
+                                slicing_specs=[tfma.SlicingSpec()], threshold=accuracy_threshold
+                            )
+                        ],
                     ),
                 ]
             ),
             tfma.MetricsSpec(
-                binarize=tfma.BinarizationOptions(class_ids={"values": list(range(3))}),
+                binarize=tfma.BinarizationOptions(class_ids={"values": list(range(spec.num_classes))}),
                 metrics=[
                     tfma.MetricConfig(class_name="Precision"),
                     tfma.MetricConfig(class_name="Recall"),

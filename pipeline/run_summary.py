@@ -111,7 +111,7 @@ def output_artifacts(store: metadata_store.MetadataStore, execution_id: int) -> 
 
 
 def evaluation_metrics(evaluation_uri: str) -> tuple[dict[str, float], dict[str, float]]:
-    """Overall metrics and accuracy per island slice from a TFMA evaluation output."""
+    """Overall metrics and accuracy per slice from a TFMA evaluation output."""
     import tensorflow_model_analysis as tfma
 
     result = tfma.load_eval_result(evaluation_uri)

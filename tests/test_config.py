@@ -29,6 +29,8 @@ def test_defaults_are_valid_and_place_everything_under_home(tmp_path):
         ({"accumulation_steps": 0}, "accumulation steps must be at least 1"),
         ({"batch_size": 30, "accumulation_steps": 4}, "must be a multiple of accumulation steps 4"),
         ({"profile_batches": "2-4"}, "must be START,END"),
+        ({"rows": 1000}, "--rows sizes the synthetic dataset only"),
+        ({"dataset": "synthetic", "rows": 10}, "rows must be at least 100"),
     ],
 )
 def test_invalid_values_name_the_field(overrides, message):
@@ -71,3 +73,14 @@ def test_home_under_a_file_is_a_clear_error(tmp_path):
     with pytest.raises(ConfigError) as err:
         ensure_writable_home(PipelineConfig(home=str(blocker / "ws")))
     assert "not writable" in str(err.value) and "--home" in str(err.value)
+
+
+def test_each_dataset_brings_its_defaults_and_explicit_values_win(tmp_path):
+    penguins = PipelineConfig(home=str(tmp_path))
+    synthetic = PipelineConfig(home=str(tmp_path), dataset="synthetic")
+    assert (penguins.model_name, penguins.epochs, penguins.batch_size) == ("penguins", 20, 32)
+    assert (synthetic.model_name, synthetic.batch_size, synthetic.rows) == ("synthetic", 256, 100_000)
+    assert synthetic.data_path == tmp_path.resolve() / "data" / "synthetic" / "rows-100000"
+    tuned = PipelineConfig(home=str(tmp_path), dataset="synthetic", rows=5000, epochs=7, batch_size=64)
+    assert (tuned.epochs, tuned.batch_size, tuned.learning_rate) == (7, 64, synthetic.learning_rate)
+    assert tuned.data_path.name == "rows-5000"

@@ -20,7 +20,7 @@ def test_penguins_csv_keeps_categoricals_and_missing_values(tmp_path):
     with open(path, newline="") as handle:
         rows = list(csv.DictReader(handle))
     assert rows_written == len(rows) == 344
-    assert tuple(rows[0]) == features.CSV_COLUMNS
+    assert tuple(rows[0]) == features.PENGUINS.csv_columns
     assert {r["island"] for r in rows} == {"Biscoe", "Dream", "Torgersen"}
     assert {r["species"] for r in rows} == {"Adelie", "Chinstrap", "Gentoo"}
     # Missing measurements stay empty cells, for Transform to impute.
@@ -57,8 +57,8 @@ def test_csv_without_label_column(tmp_path):
 
 
 def test_csv_files_with_different_headers(tmp_path):
-    _write_csv(tmp_path / "a.csv", features.CSV_COLUMNS)
-    _write_csv(tmp_path / "b.csv", list(reversed(features.CSV_COLUMNS)))
+    _write_csv(tmp_path / "a.csv", features.PENGUINS.csv_columns)
+    _write_csv(tmp_path / "b.csv", list(reversed(features.PENGUINS.csv_columns)))
     with pytest.raises(ConfigError, match="same header"):
         data.check_data_root(tmp_path)
 

@@ -24,10 +24,24 @@ V100, T4, K80 = (7, 0), (7, 5), (3, 7)
         (Devices(gpu_compute_capabilities=(K80, K80)), hardware.HardwareChoice("mirrored", "float32", True)),
         (Devices(num_workers=2), hardware.HardwareChoice("multi_worker", "float32", False)),
         (Devices(has_tpu=True), hardware.HardwareChoice("tpu", "mixed_bfloat16", True)),
+        (Devices(cpu_bfloat16=True), hardware.HardwareChoice("default", "mixed_bfloat16", False)),
+        (Devices(gpu_compute_capabilities=(K80,), cpu_bfloat16=True),
+         hardware.HardwareChoice("default", "float32", True)),
     ],
 )
 def test_auto_choices_follow_the_devices(devices, expected):
     assert hardware.choose(devices) == expected
+
+
+@pytest.mark.parametrize(
+    "flags, expected",
+    [("fpu sse avx2 avx512f avx512_bf16", True), ("fpu amx_bf16 amx_tile", True), ("fpu sse avx avx2", False)],
+)
+def test_cpu_bfloat16_from_the_cpu_flags(tmp_path, flags, expected):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(f"processor\t: 0\nmodel name\t: test\nflags\t\t: {flags}\n")
+    assert hardware.cpu_has_bfloat16(str(cpuinfo)) is expected
+    assert hardware.cpu_has_bfloat16(str(tmp_path / "absent")) is False
 
 
 def test_explicit_choices_win_over_auto():
@@ -63,7 +77,7 @@ MIRRORED_BFLOAT16_SCRIPT = textwrap.dedent(
     tf.config.set_logical_device_configuration(
         cpu, [tf.config.LogicalDeviceConfiguration(), tf.config.LogicalDeviceConfiguration()])
     import tf_keras as keras
-    from trainer_module import hardware, model, train
+    from trainer_module import features, hardware, model, train
 
     strategy = hardware.build_strategy("mirrored", ["/cpu:0", "/cpu:1"])
     rng = np.random.default_rng(0)
@@ -71,7 +85,7 @@ MIRRORED_BFLOAT16_SCRIPT = textwrap.dedent(
          for k in ("bill_length_mm", "bill_depth_mm", "flipper_length_mm", "body_mass_g")}
     x.update({f"{k}_xf": rng.integers(0, 2, size=256) for k in ("island", "sex")})
     y = (x["bill_length_mm_xf"] > 0).astype("int64")
-    args = ({"island": 2, "sex": 2}, 2, (16,), 0.05)
+    args = (features.PENGUINS, {"island": 2, "sex": 2}, 2, (16,), 0.05)
     keras.mixed_precision.set_global_policy("mixed_bfloat16")
     with strategy.scope():
         trained = model.build_model(*args)

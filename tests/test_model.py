@@ -3,20 +3,22 @@ import tf_keras as keras
 
 from trainer_module import features, model
 
+SPEC = features.PENGUINS
+
 
 def _batch(rows: int, rng: np.random.Generator) -> dict:
     batch = {
         features.transformed_name(k): rng.normal(size=rows).astype("float32")
-        for k in features.NUMERIC_FEATURE_KEYS
+        for k in SPEC.numeric_keys
     }
-    for key in features.CATEGORICAL_FEATURE_KEYS:
+    for key in SPEC.categorical_keys:
         batch[features.transformed_name(key)] = rng.integers(0, 3, size=rows).astype("int64")
     return batch
 
 
 def test_model_builds_and_one_step_lowers_the_loss():
     rng = np.random.default_rng(0)
-    classifier = model.build_model({"island": 3, "sex": 2}, num_classes=3, hidden_units=(8,), learning_rate=0.05)
+    classifier = model.build_model(SPEC, {"island": 3, "sex": 2}, num_classes=3, hidden_units=(8,), learning_rate=0.05)
     x = _batch(64, rng)
     y = (x["bill_length_mm_xf"] > 0).astype("int64") + (x["body_mass_g_xf"] > 0).astype("int64")
     before = classifier.evaluate(x, y, verbose=0)[0]
@@ -31,8 +33,8 @@ def test_model_builds_and_one_step_lowers_the_loss():
 
 
 def test_model_inputs_are_the_transformed_features():
-    classifier = model.build_model({"island": 3, "sex": 3}, num_classes=3)
-    expected = {features.transformed_name(k) for k in features.NUMERIC_FEATURE_KEYS + features.CATEGORICAL_FEATURE_KEYS}
+    classifier = model.build_model(SPEC, {"island": 3, "sex": 3}, num_classes=3)
+    expected = {features.transformed_name(k) for k in SPEC.feature_keys}
     assert set(classifier.input_names) == expected
 
 
@@ -42,7 +44,7 @@ def test_gradient_accumulation_matches_one_big_batch():
     n_micro, micro_batch = 4, 16
     x = _batch(n_micro * micro_batch, rng)
     y = (x["bill_length_mm_xf"] > 0).astype("int64")
-    args = ({"island": 3, "sex": 2}, 3, (8,), 0.05)
+    args = (SPEC, {"island": 3, "sex": 2}, 3, (8,), 0.05)
     big = model.build_model(*args)
     accumulating = model.build_model(*args, accumulation_steps=n_micro)
     initial = big.get_weights()

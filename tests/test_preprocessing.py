@@ -10,16 +10,18 @@ from tensorflow_transform.tf_metadata import dataset_metadata, schema_utils
 
 from trainer_module import features, preprocessing
 
+SPEC = features.PENGUINS
+
 RAW_SPEC = {
-    **{k: tf.io.VarLenFeature(tf.float32) for k in features.NUMERIC_FEATURE_KEYS},
-    **{k: tf.io.VarLenFeature(tf.string) for k in features.CATEGORICAL_FEATURE_KEYS},
-    features.LABEL_KEY: tf.io.FixedLenFeature([1], tf.string),
+    **{k: tf.io.VarLenFeature(tf.float32) for k in SPEC.numeric_keys},
+    **{k: tf.io.VarLenFeature(tf.string) for k in SPEC.categorical_keys},
+    SPEC.label_key: tf.io.FixedLenFeature([1], tf.string),
 }
 
 
 def _row(species, island, sex, bill, depth, flipper, mass):
     row = {"species": [species], "island": [island] if island else [], "sex": [sex] if sex else []}
-    for key, value in zip(features.NUMERIC_FEATURE_KEYS, (bill, depth, flipper, mass)):
+    for key, value in zip(SPEC.numeric_keys, (bill, depth, flipper, mass)):
         row[key] = [value] if value is not None else []
     return row
 
@@ -66,5 +68,5 @@ def test_categoricals_and_label_become_vocabulary_indices(transformed):
 
 
 def test_every_output_is_a_transformed_name(transformed):
-    expected = {features.transformed_name(k) for k in features.CSV_COLUMNS}
+    expected = {features.transformed_name(k) for k in SPEC.csv_columns}
     assert set(transformed[0]) == expected

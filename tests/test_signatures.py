@@ -10,6 +10,8 @@ import tensorflow as tf
 
 from trainer_module import features, signatures
 
+SPEC = features.PENGUINS
+
 pytestmark = pytest.mark.e2e
 
 SPECIES = {b"Adelie", b"Chinstrap", b"Gentoo"}
@@ -27,10 +29,10 @@ def _csv_rows(run, limit: int = 64) -> list[dict]:
 
 def _serialize(row: dict, with_label: bool = True) -> bytes:
     feature = {}
-    for key in features.NUMERIC_FEATURE_KEYS:
+    for key in SPEC.numeric_keys:
         values = [float(row[key])] if row[key] else []
         feature[key] = tf.train.Feature(float_list=tf.train.FloatList(value=values))
-    keys = features.CATEGORICAL_FEATURE_KEYS + ((features.LABEL_KEY,) if with_label else ())
+    keys = SPEC.categorical_keys + ((SPEC.label_key,) if with_label else ())
     for key in keys:
         values = [row[key].encode()] if row[key] else []
         feature[key] = tf.train.Feature(bytes_list=tf.train.BytesList(value=values))
@@ -82,8 +84,8 @@ def test_serving_raw_accepts_named_features_with_missing_values(loaded):
 def test_transform_features_gives_tfma_the_label(loaded, first_run):
     examples = tf.constant([_serialize(r) for r in _csv_rows(first_run, 8)])
     transformed = loaded.signatures[signatures.TRANSFORM_FEATURES](examples=examples)
-    assert features.TRANSFORMED_LABEL_KEY in transformed
-    assert transformed[features.TRANSFORMED_LABEL_KEY].dtype == tf.int64
+    assert SPEC.transformed_label_key in transformed
+    assert transformed[SPEC.transformed_label_key].dtype == tf.int64
 
 
 def test_runs_through_the_session_based_loader_tf_serving_uses(first_run):
@@ -106,7 +108,9 @@ def test_serving_functions_do_not_retrace_across_batch_sizes(first_run):
 
     transform_graph = sorted((first_run.config.pipeline_root / "Transform" / "transform_graph").iterdir())[0]
     module = signatures.ServingModule(
-        model.build_model({"island": 3, "sex": 3}, num_classes=3), tft.TFTransformOutput(str(transform_graph))
+        model.build_model(SPEC, {"island": 3, "sex": 3}, num_classes=3),
+        tft.TFTransformOutput(str(transform_graph)),
+        SPEC,
     )
     rows = _csv_rows(first_run, 64)
     for batch in (1, 7, 64):
@@ -114,7 +118,7 @@ def test_serving_functions_do_not_retrace_across_batch_sizes(first_run):
         module.serve_raw({
             "island": tf.constant(["Dream"] * batch),
             "sex": tf.constant(["male"] * batch),
-            **{k: tf.fill([batch], 40.0) for k in features.NUMERIC_FEATURE_KEYS},
+            **{k: tf.fill([batch], 40.0) for k in SPEC.numeric_keys},
         })
     assert module.serve_examples.experimental_get_tracing_count() == 1
     assert module.serve_raw.experimental_get_tracing_count() == 1

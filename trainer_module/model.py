@@ -1,4 +1,4 @@
-"""The Keras (tf_keras, Keras 2) classifier over transformed penguin features."""
+"""The Keras (tf_keras, Keras 2) classifier over a dataset's transformed features."""
 
 from __future__ import annotations
 
@@ -8,9 +8,11 @@ import tf_keras as keras
 
 from trainer_module import features
 from trainer_module.accumulation import AccumulatingModel
+from trainer_module.features import FeatureSpec
 
 
 def build_model(
+    spec: FeatureSpec,
     vocab_sizes: Mapping[str, int],
     num_classes: int,
     hidden_units: Sequence[int] = (32, 16),
@@ -19,8 +21,10 @@ def build_model(
     steps_per_execution: int = 1,
     accumulation_steps: int = 1,
 ) -> keras.Model:
-    """A small MLP: z-scored numerics plus one-hot categoricals in, class probabilities out.
+    """An MLP: z-scored numerics and encoded categoricals in, class probabilities out.
 
+    Small vocabularies are one-hot encoded, large ones embedded (a one-hot of 100,000
+    products would dwarf the rest of the model).
     vocab_sizes maps each categorical feature key to its vocabulary size (without OOV).
     Layers compute in the global Keras precision policy; the output is always float32.
     jit_compile XLA-compiles the training step only, never the exported serving graph.
@@ -28,20 +32,14 @@ def build_model(
     """
     inputs = {}
     columns = []
-    for key in features.NUMERIC_FEATURE_KEYS:
+    for key in spec.numeric_keys:
         name = features.transformed_name(key)
         inputs[name] = keras.Input(shape=(), name=name, dtype="float32")
         columns.append(keras.layers.Reshape((1,), name=f"{name}_column")(inputs[name]))
-    for key in features.CATEGORICAL_FEATURE_KEYS:
+    for key in spec.categorical_keys:
         name = features.transformed_name(key)
         inputs[name] = keras.Input(shape=(), name=name, dtype="int64")
-        columns.append(
-            keras.layers.CategoryEncoding(
-                num_tokens=vocab_sizes[key] + features.NUM_OOV_BUCKETS,
-                output_mode="one_hot",
-                name=f"{name}_one_hot",
-            )(inputs[name])
-        )
+        columns.append(_encode_categorical(inputs[name], name, vocab_sizes[key] + spec.num_oov_buckets))
     x = keras.layers.Concatenate(name="features")(columns)
     for i, units in enumerate(hidden_units):
         x = keras.layers.Dense(units, activation="relu", name=f"hidden_{i}")(x)
@@ -59,3 +57,9 @@ def build_model(
         steps_per_execution=steps_per_execution,
     )
     return model
+
+
+def _encode_categorical(ids, name: str, num_ids: int):
+    if num_ids <= features.ONE_HOT_MAX_IDS:
+        return keras.layers.CategoryEncoding(num_tokens=num_ids, output_mode="one_hot", name=f"{name}_one_hot")(ids)
+    return keras.layers.Embedding(num_ids, features.embedding_dim(num_ids), name=f"{name}_embedding")(ids)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any, Mapping
+
 import tensorflow as tf
 import tensorflow_transform as tft
 
@@ -9,25 +11,29 @@ from trainer_module import autograph, features
 
 autograph.skip_library_conversion()
 
+DATASET_CONFIG_KEY = "dataset"
 
-def preprocessing_fn(inputs: dict) -> dict:
-    """Maps raw penguin features to model-ready ones.
+
+def preprocessing_fn(inputs: dict, custom_config: Mapping[str, Any] | None = None) -> dict:
+    """Maps raw features to model-ready ones; Transform's custom_config names the dataset.
 
     Analyzers (means, variances, vocabularies) run over the train split only; the same
     graph then serves, so training and serving cannot skew.
     """
+    spec = features.for_dataset((custom_config or {}).get(DATASET_CONFIG_KEY, features.PENGUINS.dataset))
     outputs = {}
-    for key in features.NUMERIC_FEATURE_KEYS:
+    for key in spec.numeric_keys:
         outputs[features.transformed_name(key)] = _impute_and_z_score(tf.cast(inputs[key], tf.float32))
-    for key in features.CATEGORICAL_FEATURE_KEYS:
+    for key in spec.categorical_keys:
         outputs[features.transformed_name(key)] = tft.compute_and_apply_vocabulary(
             _to_dense(inputs[key], default=""),
-            num_oov_buckets=features.NUM_OOV_BUCKETS,
+            num_oov_buckets=spec.num_oov_buckets,
             vocab_filename=features.vocabulary_name(key),
         )
-    outputs[features.TRANSFORMED_LABEL_KEY] = tft.compute_and_apply_vocabulary(
-        _to_dense(inputs[features.LABEL_KEY], default=""),
-        vocab_filename=features.vocabulary_name(features.LABEL_KEY),
+    label = inputs[spec.label_key]
+    outputs[spec.transformed_label_key] = tft.compute_and_apply_vocabulary(
+        _to_dense(label, default="" if label.dtype == tf.string else -1),
+        vocab_filename=features.vocabulary_name(spec.label_key),
     )
     return outputs
 

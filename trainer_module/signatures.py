@@ -9,6 +9,7 @@ import tensorflow_transform as tft
 import tf_keras as keras
 
 from trainer_module import autograph, features
+from trainer_module.features import FeatureSpec
 
 autograph.skip_library_conversion()
 
@@ -28,15 +29,15 @@ class ServingModule(tf.Module):
     is XLA-compiled (TF Serving GPU builds reject some XLA ops).
     """
 
-    def __init__(self, model: keras.Model, tf_transform_output: tft.TFTransformOutput) -> None:
+    def __init__(
+        self, model: keras.Model, tf_transform_output: tft.TFTransformOutput, spec: FeatureSpec
+    ) -> None:
         super().__init__()
         self.model = model
         self.tft_layer = tf_transform_output.transform_features_layer()
         self._raw_spec = tf_transform_output.raw_feature_spec()
-        self._serving_spec = {k: v for k, v in self._raw_spec.items() if k != features.LABEL_KEY}
-        label_vocab = tf_transform_output.vocabulary_by_name(
-            features.vocabulary_name(features.LABEL_KEY)
-        )
+        self._serving_spec = {k: v for k, v in self._raw_spec.items() if k != spec.label_key}
+        label_vocab = tf_transform_output.vocabulary_by_name(features.vocabulary_name(spec.label_key))
         self._label_names = tf.constant(label_vocab, dtype=tf.string)
 
         examples_spec = tf.TensorSpec([None], tf.string, name=EXAMPLES_INPUT)
@@ -44,11 +45,11 @@ class ServingModule(tf.Module):
         self.transform_features = tf.function(
             self._transform_features, input_signature=[examples_spec]
         )
-        raw_specs = {
-            key: tf.TensorSpec([None], tf.float32, name=key) for key in features.NUMERIC_FEATURE_KEYS
-        }
+        # Every numeric is float32 here, integer columns included: JSON clients send
+        # numbers, and NaN can mark a missing value.
+        raw_specs = {key: tf.TensorSpec([None], tf.float32, name=key) for key in spec.numeric_keys}
         raw_specs.update(
-            {key: tf.TensorSpec([None], tf.string, name=key) for key in features.CATEGORICAL_FEATURE_KEYS}
+            {key: tf.TensorSpec([None], tf.string, name=key) for key in spec.categorical_keys}
         )
         self.serve_raw = tf.function(self._serve_raw, input_signature=[raw_specs])
 
@@ -63,11 +64,23 @@ class ServingModule(tf.Module):
         return self._predict(tf.io.parse_example(examples, self._serving_spec))
 
     def _serve_raw(self, rows: dict) -> dict:
-        """Named features, one value per row; NaN or '' mark a missing value."""
+        """Named features, one value per row; NaN or '' mark a missing value.
+
+        Features the schema marks required (a fixed shape) must be present in every row;
+        a missing one fails the request with a message naming it.
+        """
         raw = {}
         for key, value in rows.items():
             present = tf.math.is_finite(value) if value.dtype.is_floating else tf.not_equal(value, "")
-            raw[key] = _sparse_column(value, present)
+            feature_spec = self._raw_spec[key]
+            typed = tf.cast(value, feature_spec.dtype)
+            if isinstance(feature_spec, tf.io.FixedLenFeature):
+                with tf.control_dependencies([
+                    tf.debugging.assert_equal(tf.reduce_all(present), True, message=f"{key} is required")
+                ]):
+                    raw[key] = tf.reshape(typed, [-1, 1])
+            else:
+                raw[key] = _sparse_column(typed, present)
         return self._predict(raw)
 
     def _transform_features(self, examples: tf.Tensor) -> dict:
@@ -96,10 +109,11 @@ def _sparse_column(values: tf.Tensor, present: tf.Tensor) -> tf.SparseTensor:
 def export(
     model: keras.Model,
     tf_transform_output: tft.TFTransformOutput,
+    spec: FeatureSpec,
     export_dir: str,
 ) -> Sequence[str]:
     """Writes the serving SavedModel; returns the signature names."""
-    module = ServingModule(model, tf_transform_output)
+    module = ServingModule(model, tf_transform_output, spec)
     signatures = module.signatures()
     tf.saved_model.save(module, export_dir, signatures=signatures)
     return sorted(signatures)
