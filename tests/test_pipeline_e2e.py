@@ -137,3 +137,7 @@ def test_training_report_is_recorded_on_the_model_artifact(first_run):
     assert props["training_epochs"].int_value == 5
     assert props["training_fit_wall_s"].double_value > 0
     assert props["training_hidden_units"].string_value == "[32, 16]"
+    steps = props["training_train_steps"].int_value
+    assert steps > 0 and steps % 5 == 0, "the same number of steps in each of the 5 epochs"
+    measured = steps * 32 / props["training_fit_wall_s"].double_value
+    assert props["training_examples_per_second"].double_value == pytest.approx(measured, rel=0.01)

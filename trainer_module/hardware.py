@@ -3,8 +3,9 @@
 Each choice is `auto` by default and overridable (pipeline config, CLI). The auto rules:
 - strategy: TPUStrategy when a TPU resolves, MultiWorkerMirroredStrategy when TF_CONFIG
   lists more than one worker, MirroredStrategy with more than one GPU, else the default;
-- precision: mixed_float16 on GPUs of compute capability 7.0+, mixed_bfloat16 on TPU,
-  float32 elsewhere;
+- precision: mixed_float16 on GPUs of compute capability 7.0+, mixed_bfloat16 on TPU and
+  on CPUs with native bfloat16 arithmetic (AVX512_BF16 or AMX), float32 elsewhere
+  (without those instructions bfloat16 is emulated and slower than float32);
 - XLA (training only; serving graphs are never XLA-compiled): on for GPU and TPU.
 """
 
@@ -25,6 +26,8 @@ PRECISIONS = ("auto", "float32", "mixed_float16", "mixed_bfloat16")
 XLA_MODES = ("auto", "on", "off")
 # Tensor cores, which make float16 math fast, arrived with compute capability 7.0 (Volta).
 MIN_FLOAT16_COMPUTE_CAPABILITY = (7, 0)
+# /proc/cpuinfo flags of x86 CPUs that compute in bfloat16 natively.
+CPU_BFLOAT16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,6 +37,7 @@ class Devices:
     gpu_compute_capabilities: tuple[tuple[int, int], ...] = ()
     has_tpu: bool = False
     num_workers: int = 1
+    cpu_bfloat16: bool = False  # the CPU has bfloat16 instructions
 
     @property
     def num_gpus(self) -> int:
@@ -58,7 +62,20 @@ def detect(tpu_address: str | None = None) -> Devices:
         gpu_compute_capabilities=tuple(capabilities),
         has_tpu=_tpu_resolves(tpu_address),
         num_workers=workers_in_tf_config(os.environ.get("TF_CONFIG")),
+        cpu_bfloat16=cpu_has_bfloat16(),
     )
+
+
+def cpu_has_bfloat16(cpuinfo: str = "/proc/cpuinfo") -> bool:
+    """Whether the CPU flags include native bfloat16 arithmetic (False where unknown)."""
+    try:
+        with open(cpuinfo) as handle:
+            for line in handle:
+                if line.startswith("flags"):
+                    return bool(CPU_BFLOAT16_FLAGS & set(line.split(":", 1)[1].split()))
+    except OSError:
+        pass
+    return False
 
 
 def workers_in_tf_config(tf_config: str | None) -> int:
@@ -114,6 +131,8 @@ def choose(devices: Devices, strategy: str = "auto", precision: str = "auto", xl
             cc >= MIN_FLOAT16_COMPUTE_CAPABILITY for cc in devices.gpu_compute_capabilities
         ):
             precision = "mixed_float16"
+        elif not devices.num_gpus and devices.cpu_bfloat16:
+            precision = "mixed_bfloat16"
         else:
             precision = "float32"
     use_xla = (devices.has_tpu or devices.num_gpus > 0) if xla == "auto" else xla == "on"

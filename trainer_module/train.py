@@ -18,6 +18,7 @@ from tfx_bsl.public import tfxio
 
 from trainer_module import autograph, features, hardware, model, signatures
 from trainer_module.accumulation import AccumulatingModel
+from trainer_module.features import FeatureSpec
 
 autograph.skip_library_conversion()
 
@@ -33,6 +34,7 @@ def input_dataset(
     file_pattern: list[str],
     data_accessor: DataAccessor,
     tf_transform_output: tft.TFTransformOutput,
+    label_key: str,
     batch_size: int,
     shuffle: bool,
     drop_remainder: bool = False,
@@ -49,7 +51,7 @@ def input_dataset(
         file_pattern,
         tfxio.TensorFlowDatasetOptions(
             batch_size=batch_size,
-            label_key=features.TRANSFORMED_LABEL_KEY,
+            label_key=label_key,
             num_epochs=1,
             shuffle=shuffle,
             shuffle_buffer_size=SHUFFLE_BUFFER,
@@ -74,28 +76,25 @@ def files_size(file_pattern: list[str]) -> int:
 def run_fn(fn_args: FnArgs) -> None:
     """Trains the classifier on the chosen hardware setup and exports it for serving."""
     hparams = hyperparameters(fn_args.custom_config or {})
+    spec = features.for_dataset(hparams["dataset"])
     choice = hardware.choose(hardware.detect(), hparams["strategy"], hparams["precision"], hparams["xla"])
     strategy = hardware.build_strategy(choice.strategy)
     replicas = strategy.num_replicas_in_sync
     # batch_size is per replica; the input pipeline yields global batches.
     global_batch_size = hparams["batch_size"] * replicas
     tf_transform_output = tft.TFTransformOutput(fn_args.transform_output)
+    label_key = spec.transformed_label_key
     train_ds = input_dataset(
-        fn_args.train_files, fn_args.data_accessor, tf_transform_output, global_batch_size,
-        shuffle=True, drop_remainder=choice.xla,
+        fn_args.train_files, fn_args.data_accessor, tf_transform_output, label_key,
+        global_batch_size, shuffle=True, drop_remainder=choice.xla,
     )
     eval_ds = input_dataset(
-        fn_args.eval_files, fn_args.data_accessor, tf_transform_output, global_batch_size, shuffle=False
+        fn_args.eval_files, fn_args.data_accessor, tf_transform_output, label_key,
+        global_batch_size, shuffle=False,
     )
-    vocab_sizes = {
-        key: tf_transform_output.vocabulary_size_by_name(features.vocabulary_name(key))
-        for key in features.CATEGORICAL_FEATURE_KEYS
-    }
-    num_classes = tf_transform_output.vocabulary_size_by_name(
-        features.vocabulary_name(features.LABEL_KEY)
-    )
+    vocab_sizes, num_classes = vocabulary_sizes(tf_transform_output, spec)
     learning_rate = effective_learning_rate(hparams, replicas)
-    model_args = (vocab_sizes, num_classes, hparams["hidden_units"], learning_rate)
+    model_args = (spec, vocab_sizes, num_classes, hparams["hidden_units"], learning_rate)
     chief = hardware.is_chief(os.environ.get("TF_CONFIG"))
     with worker_dir(fn_args.model_run_dir, chief) as run_dir, worker_dir(
         fn_args.serving_model_dir, chief
@@ -109,12 +108,12 @@ def run_fn(fn_args: FnArgs) -> None:
                     steps_per_execution=hparams["steps_per_execution"],
                     accumulation_steps=hparams["accumulation_steps"],
                 )
-            results = fit_and_evaluate(classifier, train_ds, eval_ds, hparams, run_dir)
+            results = fit_and_evaluate(classifier, train_ds, eval_ds, hparams, run_dir, global_batch_size)
         finally:
             keras.mixed_precision.set_global_policy("float32")
 
         started = time.perf_counter()
-        signatures.export(serving_copy(classifier, model_args), tf_transform_output, export_dir)
+        signatures.export(serving_copy(classifier, model_args), tf_transform_output, spec, export_dir)
         results["export_wall_s"] = round(time.perf_counter() - started, 3)
         if chief:
             write_report(run_dir, {
@@ -131,6 +130,17 @@ def run_fn(fn_args: FnArgs) -> None:
             })
 
 
+def vocabulary_sizes(
+    tf_transform_output: tft.TFTransformOutput, spec: FeatureSpec
+) -> tuple[dict[str, int], int]:
+    """Each categorical feature's vocabulary size, and the number of label classes."""
+    sizes = {
+        key: tf_transform_output.vocabulary_size_by_name(features.vocabulary_name(key))
+        for key in spec.categorical_keys
+    }
+    return sizes, tf_transform_output.vocabulary_size_by_name(features.vocabulary_name(spec.label_key))
+
+
 def effective_learning_rate(hparams: dict[str, Any], replicas: int) -> float:
     """With linear scaling, the rate grows with the global batch (Goyal et al., 2017)."""
     if hparams["scale_learning_rate"]:
@@ -144,6 +154,7 @@ def fit_and_evaluate(
     eval_ds: tf.data.Dataset,
     hparams: dict[str, Any],
     run_dir: str,
+    global_batch_size: int,
 ) -> dict[str, float]:
     """Trains, then evaluates once (per-epoch validation on small data costs more than
     the training steps); returns the measured figures for the training report."""
@@ -151,21 +162,50 @@ def fit_and_evaluate(
     several = hparams["steps_per_execution"] > 1
     train_steps = count_batches(train_ds) if several else None
     eval_steps = count_batches(eval_ds) if several else None
+    steps = StepCounter()
     started = time.perf_counter()
     history = classifier.fit(
         train_ds.repeat() if several else train_ds,
         epochs=hparams["epochs"],
         steps_per_epoch=train_steps,
-        callbacks=[tensorboard(run_dir, hparams)],
+        callbacks=[tensorboard(run_dir, hparams), steps],
         verbose=0,
     )
     fit_s = time.perf_counter() - started
+    # Keras would XLA-compile evaluation too, once more for the last, smaller batch.
+    classifier.jit_compile = False
     eval_metrics = classifier.evaluate(eval_ds, steps=eval_steps, verbose=0, return_dict=True)
+    # Every step trains on a full global batch except possibly each epoch's last.
+    examples = steps.total * global_batch_size
     return {
+        "train_steps": steps.total,
+        "examples_per_second": round(examples / fit_s, 1),
         "fit_wall_s": round(fit_s, 3),
         "final_train_accuracy": float(history.history["accuracy"][-1]),
         "final_eval_accuracy": float(eval_metrics["accuracy"]),
     }
+
+
+class StepCounter(keras.callbacks.Callback):
+    """Counts the training steps fit() ran, across epochs.
+
+    Keras reports the index of the last step of each call, also when one call runs
+    several steps (steps_per_execution), so the last index of an epoch counts its steps.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.total = 0
+        self._epoch_steps = 0
+
+    def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
+        self._epoch_steps = 0
+
+    def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+        self._epoch_steps = batch + 1
+
+    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+        self.total += self._epoch_steps
 
 
 @contextlib.contextmanager
@@ -219,6 +259,7 @@ def serving_copy(trained: keras.Model, model_args: tuple) -> keras.Model:
 def hyperparameters(custom_config: dict[str, Any]) -> dict[str, Any]:
     """The training knobs passed through the Trainer's custom_config, with defaults."""
     return {
+        "dataset": str(custom_config.get("dataset", features.PENGUINS.dataset)),
         "epochs": int(custom_config.get("epochs", 20)),
         "batch_size": int(custom_config.get("batch_size", 32)),
         "learning_rate": float(custom_config.get("learning_rate", 0.01)),
@@ -226,7 +267,7 @@ def hyperparameters(custom_config: dict[str, Any]) -> dict[str, Any]:
         "strategy": str(custom_config.get("strategy", "auto")),
         "precision": str(custom_config.get("precision", "auto")),
         "xla": str(custom_config.get("xla", "auto")),
-        "steps_per_execution": int(custom_config.get("steps_per_execution", 1)),
+        "steps_per_execution": int(custom_config.get("steps_per_execution", 32)),
         "accumulation_steps": int(custom_config.get("accumulation_steps", 1)),
         "scale_learning_rate": bool(custom_config.get("scale_learning_rate", False)),
         "tensorboard_histogram_freq": int(custom_config.get("tensorboard_histogram_freq", 5)),
