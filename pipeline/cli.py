@@ -54,6 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--profile-batches", help="TensorBoard-profile batches START,END, e.g. 2,4")
     run.add_argument("--beam-mode", choices=config_lib.BEAM_MODES,
                      help="Beam DirectRunner mode (default: auto, by data size)")
+    run.add_argument("--metadata-url",
+                     help="MLMD store: sqlite:///PATH, mysql://USER@HOST[:PORT]/DB or postgresql://USER@HOST[:PORT]/DB; "
+                          "password in $TURBOTFX_METADATA_PASSWORD (default: SQLite in the workspace)")
     run.add_argument("--no-cache", action="store_true", help="re-execute every component")
     run.add_argument("-v", "--verbose", action="store_true", help="show TF, Beam and TFX logs")
 
@@ -98,6 +101,7 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
         min_accuracy=getattr(args, "min_accuracy", None),
         max_accuracy_drop=getattr(args, "max_accuracy_drop", None),
         beam_mode=getattr(args, "beam_mode", None),
+        metadata_url=getattr(args, "metadata_url", None),
         strategy=getattr(args, "strategy", None),
         precision=getattr(args, "precision", None),
         xla=getattr(args, "xla", None),

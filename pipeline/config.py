@@ -54,6 +54,8 @@ class PipelineConfig:
     min_accuracy: float | None = None  # value threshold for blessing
     max_accuracy_drop: float = 0.02  # change threshold against the baseline
     beam_mode: str = "auto"
+    # MLMD store URL (see pipeline/metadata.py); None: SQLite in the workspace.
+    metadata_url: str | None = None
     enable_cache: bool = True
     # Trainer hardware: each "auto" is resolved from the devices the Trainer sees.
     strategy: str = "auto"
@@ -140,6 +142,10 @@ class PipelineConfig:
                  f"histogram frequency must be 0 or more, got {self.tensorboard_histogram_freq}")
         _require(self.profile_batches == "" or re.fullmatch(r"\d+,\d+", self.profile_batches) is not None,
                  f"profile batches {self.profile_batches!r} must be START,END (e.g. 2,4) or empty")
+        if self.metadata_url:
+            from pipeline.metadata import parse_url  # imports this module
+
+            parse_url(self.metadata_url)
         _require(self.train_buckets >= 1 and self.eval_buckets >= 1,
                  "split buckets must be positive integers, e.g. --split 4:1")
         _require(self.epochs >= 1, f"epochs must be at least 1, got {self.epochs}")

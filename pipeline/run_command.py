@@ -13,6 +13,11 @@ from pipeline.config import PipelineConfig, ensure_writable_home
 def run_pipeline(config: PipelineConfig, verbose: bool = False) -> int:
     """Runs everything; returns the process exit code (0 only when the run completed)."""
     ensure_writable_home(config)
+    if config.metadata_url:
+        # Fail before any work when the store cannot be reached, naming the URL.
+        from pipeline import metadata
+
+        metadata.open_store(config.metadata_url)
     data_root = data.prepare_data(config)
     started = time.perf_counter()
     with console_lib.session(config.log_path, verbose) as console:

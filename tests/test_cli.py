@@ -23,6 +23,9 @@ def _serving_versions(home) -> list:
         (["run", "--epochs", "many"], "argument --epochs: invalid int value: 'many'"),
         (["run", "--split", "4-1"], "use e.g. --split 4:1"),
         (["run", "--beam-mode", "turbo"], "invalid choice: 'turbo'"),
+        (["run", "--rows", "500"], "--rows sizes the synthetic dataset only"),
+        (["run", "--metadata-url", "mysql://mlmd:hunter2@127.0.0.1/md"], "TURBOTFX_METADATA_PASSWORD instead"),
+        (["run", "--metadata-url", "oracle://u@h/db"], "unsupported scheme"),
         (["run", "--min-accuracy", "2"], "min accuracy must be in [0, 1]"),
     ],
 )
@@ -30,6 +33,7 @@ def test_invalid_flags(tmp_path, args, message):
     result = turbotfx(*args, home=tmp_path)
     assert result.exit_code == 2
     assert message in result.output
+    assert "hunter2" not in result.output, "a password never reaches the output"
     assert not _serving_versions(tmp_path)
 
 
@@ -90,3 +94,13 @@ def test_schema_infer_on_a_missing_directory(tmp_path):
     result = turbotfx("schema", "infer", "--data-root", str(tmp_path / "nope"), home=tmp_path / "ws")
     assert result.exit_code == 2
     assert "does not exist" in result.output
+
+
+def test_unreachable_metadata_server_stops_the_run_before_any_work(tmp_path):
+    import portpicker
+
+    port = portpicker.pick_unused_port()
+    result = turbotfx("run", "--metadata-url", f"mysql://mlmd@127.0.0.1:{port}/md", home=tmp_path)
+    assert result.exit_code == 2
+    assert f"cannot open the metadata store at mysql://mlmd@127.0.0.1:{port}/md" in result.output
+    assert not (tmp_path / "data").exists() and not _serving_versions(tmp_path)

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tfx.orchestration import metadata
 from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 
-from pipeline import data
+from pipeline import data, metadata
 from pipeline.config import MULTI_PROCESS_THRESHOLD_BYTES, PipelineConfig
 from pipeline.runners import beam_tuning
 
@@ -32,8 +31,8 @@ def beam_pipeline_args(mode: str) -> list[str]:
 
 
 def metadata_config(config: PipelineConfig):
-    config.metadata_path.parent.mkdir(parents=True, exist_ok=True)
-    return metadata.sqlite_metadata_connection_config(str(config.metadata_path))
+    """The MLMD connection: --metadata-url, else the workspace's SQLite store."""
+    return metadata.connection_config(config.metadata_url or metadata.sqlite_url(config.metadata_path))
 
 
 def run(config: PipelineConfig, data_root: Path) -> str:

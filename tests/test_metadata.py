@@ -1,0 +1,72 @@
+"""Metadata store URLs: parsing, passwords from the environment only, clear failures."""
+
+from __future__ import annotations
+
+import portpicker
+import pytest
+
+from pipeline import metadata
+from pipeline.config import ConfigError
+
+
+def test_sqlite_url_opens_a_real_store(tmp_path):
+    url = metadata.sqlite_url(tmp_path / "md" / "store.sqlite")
+    store = metadata.open_store(url)
+    assert store.get_artifacts() == []
+    assert (tmp_path / "md" / "store.sqlite").exists()
+    assert str(metadata.parse_url(url)) == url
+
+
+@pytest.mark.parametrize(
+    "url, expected",
+    [
+        ("mysql://mlmd@127.0.0.1/metadata", metadata.MetadataUrl("mysql", user="mlmd", host="127.0.0.1",
+                                                                 port=3306, database="metadata")),
+        ("postgresql://ml@db.local:6543/md", metadata.MetadataUrl("postgresql", user="ml", host="db.local",
+                                                                  port=6543, database="md")),
+        ("postgres://ml@localhost/md", metadata.MetadataUrl("postgresql", user="ml", host="localhost",
+                                                            port=5432, database="md")),
+        ("sqlite://relative/store.sqlite", metadata.MetadataUrl("sqlite", path="relative/store.sqlite")),
+    ],
+)
+def test_urls_parse(url, expected):
+    assert metadata.parse_url(url) == expected
+
+
+@pytest.mark.parametrize(
+    "url, message",
+    [
+        ("mongodb://u@h/db", "unsupported scheme"),
+        ("mysql://u:hunter2@h/db", f"set it in the environment variable {metadata.PASSWORD_ENV_VAR}"),
+        ("mysql://h/db", "needs a user, a host and a database"),
+        ("postgresql://u@h", "needs a user, a host and a database"),
+        ("mysql://u@h:notaport/db", "invalid port"),
+        ("sqlite://", "names no file"),
+    ],
+)
+def test_bad_urls_name_the_fix(url, message):
+    with pytest.raises(ConfigError) as err:
+        metadata.parse_url(url)
+    assert message in str(err.value)
+    assert "hunter2" not in str(err.value)
+
+
+def test_password_comes_from_the_environment_and_stays_out_of_text():
+    env = {metadata.PASSWORD_ENV_VAR: "s3cret"}
+    mysql = metadata.connection_config("mysql://mlmd@127.0.0.1:3307/md", env)
+    assert (mysql.mysql.host, mysql.mysql.port, mysql.mysql.user, mysql.mysql.password) == (
+        "127.0.0.1", 3307, "mlmd", "s3cret")
+    postgres = metadata.connection_config("postgresql://ml@127.0.0.1/md", env)
+    assert (postgres.postgresql.port, postgres.postgresql.dbname, postgres.postgresql.password) == ("5432", "md", "s3cret")
+    assert "s3cret" not in str(metadata.parse_url("postgresql://ml@127.0.0.1/md"))
+
+
+def test_an_unreachable_server_is_one_clear_error_naming_the_url():
+    port = portpicker.pick_unused_port()  # nothing listens there
+    env = {metadata.PASSWORD_ENV_VAR: "s3cret"}
+    with pytest.raises(metadata.MetadataConnectionError) as err:
+        metadata.open_store(f"mysql://mlmd@127.0.0.1:{port}/md", env)
+    message = str(err.value)
+    assert f"mysql://mlmd@127.0.0.1:{port}/md" in message
+    assert "check that the server is up" in message
+    assert "s3cret" not in message
