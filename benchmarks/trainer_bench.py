@@ -95,8 +95,9 @@ def latest_transform_outputs(store):
     events = [e for e in store.get_events_by_execution_ids([latest.id])
               if e.type == metadata_store_pb2.Event.OUTPUT]
     by_key = {e.path.steps[0].key: e.artifact_id for e in events}
-    examples_mlmd, graph = store.get_artifacts_by_id(
-        [by_key["transformed_examples"], by_key["transform_graph"]])
+    # get_artifacts_by_id does not keep the order of the ids asked for.
+    artifacts = {a.id: a for a in store.get_artifacts_by_id(list(by_key.values()))}
+    examples_mlmd, graph = artifacts[by_key["transformed_examples"]], artifacts[by_key["transform_graph"]]
     examples_type = store.get_artifact_types_by_id([examples_mlmd.type_id])[0]
     examples = artifact_utils.deserialize_artifact(examples_type, examples_mlmd)
     return examples, graph.uri
@@ -105,7 +106,8 @@ def latest_transform_outputs(store):
 class Bench:
     """The transformed data, the model arguments and the measurements of one run."""
 
-    def __init__(self, examples, transform_graph_uri: str, config: PipelineConfig, epochs: int):
+    def __init__(self, examples, transform_graph_uri: str, config: PipelineConfig, epochs: int,
+                 slow_steps: int):
         import tensorflow_transform as tft
         from tfx.components.trainer.fn_args_utils import DataAccessor
         from tfx.components.util import tfxio_utils
@@ -116,6 +118,7 @@ class Bench:
 
         self.spec = features.SYNTHETIC
         self.epochs = epochs
+        self.slow_steps = slow_steps  # steps the eager and XLA variants train
         self.config = config
         self.tf_transform_output = tft.TFTransformOutput(transform_graph_uri)
         self.data_accessor = DataAccessor(
@@ -202,8 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     config = PipelineConfig(home=args.workdir, dataset="synthetic", rows=args.rows, pipeline_name=PIPELINE_NAME)
     examples, graph_uri = transformed_data(config)
-    bench = Bench(examples, graph_uri, config, args.epochs)
-    bench.slow_steps = args.slow_steps
+    bench = Bench(examples, graph_uri, config, args.epochs, args.slow_steps)
     print(f"train: {bench.train_steps} batches of {bench.batch_size} x {args.epochs} epoch(s); "
           f"eval: {bench.eval_steps} batches", flush=True)
     run_variants(bench, set(args.only.split(",")) if args.only else None)
