@@ -26,6 +26,7 @@ from tfx.types import Channel, standard_artifacts
 
 import trainer_module
 from components.anomaly_gate.component import AnomalyGate
+from components.reporting_evaluator import executor as reporting_evaluator
 from components.reporting_trainer import executor as reporting_trainer
 from pipeline import schemas
 from pipeline.config import PipelineConfig
@@ -123,6 +124,8 @@ def create_pipeline(
         baseline_model=model_resolver.outputs["model"],
         eval_config=eval_config(config),
     )
+    # Records the overall metrics on the ModelEvaluation artifact (see the executor).
+    evaluator.executor_spec = executor_spec.BeamExecutorSpec(reporting_evaluator.Executor)
     pusher = Pusher(
         model=trainer.outputs["model"],
         model_blessing=evaluator.outputs["blessing"],

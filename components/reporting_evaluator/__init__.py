@@ -1,0 +1,1 @@
+"""Evaluator executor that records the overall metrics on the ModelEvaluation artifact."""
