@@ -1,4 +1,4 @@
-"""`turbotfx` command line: run the pipeline, infer a schema."""
+"""`turbotfx` command line: run the pipeline, ask MLMD about models and runs, infer a schema."""
 
 from __future__ import annotations
 
@@ -60,6 +60,30 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-cache", action="store_true", help="re-execute every component")
     run.add_argument("-v", "--verbose", action="store_true", help="show TF, Beam and TFX logs")
 
+    lineage = commands.add_parser("lineage", help="where a model came from and where it went (from MLMD)")
+    add_store_args(lineage)
+    which = lineage.add_mutually_exclusive_group(required=True)
+    which.add_argument("--latest", action="store_true", help="the latest pushed model")
+    which.add_argument("--model-version", help="a pushed model by its serving version (directory name)")
+    which.add_argument("--artifact-id", type=int, help="a Model, PushedModel or ModelBlessing artifact id")
+    which.add_argument("--uri", help="a model's URI, a pushed model's URI or its serving directory")
+    lineage.add_argument("--format", choices=("text", "json", "dot"), default="text",
+                         help="text: a readable tree; json: every field; dot: a Graphviz graph (default: text)")
+
+    runs = commands.add_parser("runs", help="list pipeline runs: status, duration, accuracy, blessing, push")
+    add_store_args(runs)
+    runs.add_argument("--pipeline-name", help="only this pipeline's runs (default: all)")
+    runs.add_argument("--limit", type=int, default=20, help="newest runs to show, 0 for all (default: 20)")
+    runs.add_argument("--format", choices=("text", "json"), default="text")
+
+    diff = commands.add_parser("diff", help="what differs between two models: hyperparameters, data, schema, metrics")
+    add_store_args(diff)
+    diff.add_argument("model_a", type=int, help="model artifact id (see `turbotfx runs`), or a serving version "
+                                                "with --versions")
+    diff.add_argument("model_b", type=int, help="the other model")
+    diff.add_argument("--versions", action="store_true", help="A and B are serving versions, not artifact ids")
+    diff.add_argument("--format", choices=("text", "json"), default="text")
+
     schema = commands.add_parser("schema", help="schema tools")
     schema_commands = schema.add_subparsers(dest="schema_command", required=True, metavar="SUBCOMMAND")
     infer = schema_commands.add_parser("infer", help="write the inferred schema of CSV data for curation")
@@ -75,6 +99,13 @@ def add_workspace_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--home", help=f"workspace directory (default: ${config_lib.HOME_ENV_VAR} or ./workspace)")
     parser.add_argument("--dataset", help=f"embedded dataset: {', '.join(config_lib.DATASETS)}")
     parser.add_argument("--data-root", help="directory of your own CSV files (same columns as the dataset)")
+
+
+def add_store_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--home", help=f"workspace whose SQLite store to read (default: ${config_lib.HOME_ENV_VAR} "
+                                       "or ./workspace)")
+    parser.add_argument("--metadata-url", help="MLMD store URL instead (sqlite://, mysql://, postgresql://; "
+                                               "password in $TURBOTFX_METADATA_PASSWORD)")
 
 
 def _split(text: str) -> tuple[int, int]:
@@ -124,6 +155,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from pipeline.run_command import run_pipeline
 
             return run_pipeline(config_from_args(args), verbose=args.verbose)
+        if args.command in ("lineage", "runs", "diff"):
+            from pipeline import provenance_commands
+
+            return provenance_commands.run(args)
         if args.command == "schema":
             return _infer_schema(Path(args.data_root), Path(args.output), args.dataset, args.verbose)
     except (ConfigError, CliError) as err:

@@ -1,0 +1,420 @@
+"""Provenance of a model, read from MLMD: what it was trained on, how, and where it went.
+
+Everything comes from the metadata store through the ml_metadata API (lineage
+subgraphs, events, contexts), never from folders, so the same answer comes from a
+SQLite, MySQL or PostgreSQL store, and from a store whose pipeline ran elsewhere.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from ml_metadata.metadata_store import metadata_store
+from ml_metadata.proto import metadata_store_pb2 as mlmd_pb
+
+from pipeline.config import ConfigError
+
+INPUT = mlmd_pb.Event.INPUT
+OUTPUT = mlmd_pb.Event.OUTPUT
+# model <- Trainer <- transform graph <- Transform <- examples <- ExampleGen: five hops,
+# one more reaches ImportSchemaGen's output's producer.
+UPSTREAM_HOPS = 6
+# model -> Evaluator, Pusher -> evaluation, blessing, pushed model.
+DOWNSTREAM_HOPS = 2
+# Only what the graph walk reads: the types come from one cached lookup instead.
+GRAPH_FIELDS = ["artifacts", "executions", "events"]
+TRAINING_PREFIX = "training_"  # components/reporting_trainer
+METRIC_PREFIX = "metric_"  # components/reporting_evaluator
+KEY_METRIC = "sparse_categorical_accuracy"
+# Trainer exec properties that hold hyperparameters (JSON text in MLMD).
+HYPERPARAMETER_PROPERTIES = ("custom_config", "train_args", "eval_args")
+# In the Trainer's custom_config but not a hyperparameter: a hash of the training code.
+CODE_FINGERPRINT = "code_fingerprint"
+# Training-report entries that resolve an `auto` or derived setting.
+EFFECTIVE_KEYS = ("strategy", "replicas", "precision", "xla", "global_batch_size", "effective_learning_rate")
+STATE_NAMES = {value: name for name, value in mlmd_pb.Execution.State.items()}
+PIPELINE_CONTEXT, RUN_CONTEXT = "pipeline", "pipeline_run"
+
+
+class LineageError(ConfigError):
+    """A lineage question the store cannot answer (no such model, version or artifact)."""
+
+
+class TypeNames:
+    """Type id -> name, fetched once per store: types never change once registered."""
+
+    def __init__(self, store: metadata_store.MetadataStore) -> None:
+        self.store = store
+        self._artifacts: dict[int, str] = {}
+        self._executions: dict[int, str] = {}
+        self._contexts: dict[int, str] = {}
+
+    def artifact(self, type_id: int) -> str:
+        if type_id not in self._artifacts:
+            self._artifacts = {t.id: t.name for t in self.store.get_artifact_types()}
+        return self._artifacts.get(type_id, "?")
+
+    def execution(self, type_id: int) -> str:
+        if type_id not in self._executions:
+            self._executions = {t.id: t.name for t in self.store.get_execution_types()}
+        return self._executions.get(type_id, "?")
+
+    def context(self, type_id: int) -> str:
+        if type_id not in self._contexts:
+            self._contexts = {t.id: t.name for t in self.store.get_context_types()}
+        return self._contexts.get(type_id, "?")
+
+
+class Graph:
+    """Artifacts, executions and the events between them, merged from several queries."""
+
+    def __init__(self, types: TypeNames) -> None:
+        self.types = types
+        self.artifacts: dict[int, mlmd_pb.Artifact] = {}
+        self.executions: dict[int, mlmd_pb.Execution] = {}
+        self._events: dict[tuple, tuple[int, int, int, str]] = {}
+
+    def add(self, artifacts=(), executions=(), events=()) -> None:
+        self.artifacts.update((a.id, a) for a in artifacts)
+        self.executions.update((e.id, e) for e in executions)
+        for event in events:
+            edge = (event.artifact_id, event.execution_id, event.type, event_key(event))
+            self._events[edge] = edge
+
+    @property
+    def events(self) -> list[tuple[int, int, int, str]]:
+        return [e for e in self._events.values() if e[0] in self.artifacts and e[1] in self.executions]
+
+    def artifact_type(self, artifact: mlmd_pb.Artifact) -> str:
+        return self.types.artifact(artifact.type_id)
+
+    def execution_type(self, execution: mlmd_pb.Execution) -> str:
+        return self.types.execution(execution.type_id)
+
+    def producer(self, artifact_id: int) -> mlmd_pb.Execution | None:
+        """The execution that made the artifact: the first one, not a later cached reuse."""
+        ids = [e[1] for e in self.events if e[0] == artifact_id and e[2] == OUTPUT]
+        return self.executions[min(ids)] if ids else None
+
+    def inputs(self, execution_id: int, key: str) -> list[mlmd_pb.Artifact]:
+        return [self.artifacts[e[0]] for e in self.events
+                if e[1] == execution_id and e[2] == INPUT and e[3] == key]
+
+    def outputs(self, execution_id: int, key: str) -> list[mlmd_pb.Artifact]:
+        return [self.artifacts[e[0]] for e in self.events
+                if e[1] == execution_id and e[2] == OUTPUT and e[3] == key]
+
+    def consumers(self, artifact_id: int, key: str) -> list[mlmd_pb.Execution]:
+        ids = {e[1] for e in self.events if e[0] == artifact_id and e[2] == INPUT and e[3] == key}
+        return [self.executions[i] for i in sorted(ids)]
+
+
+def event_key(event: mlmd_pb.Event) -> str:
+    """The component input or output name the event belongs to ('model', 'examples', ...)."""
+    for step in event.path.steps:
+        if step.HasField("key"):
+            return step.key
+    return ""
+
+
+def subgraph(store: metadata_store.MetadataStore, artifact_id: int, direction: int,
+             hops: int) -> mlmd_pb.LineageGraph:
+    """One get_lineage_subgraph call from one artifact."""
+    options = mlmd_pb.LineageSubgraphQueryOptions(max_num_hops=hops, direction=direction)
+    options.starting_artifacts.filter_query = f"id = {int(artifact_id)}"
+    return store.get_lineage_subgraph(options, GRAPH_FIELDS)
+
+
+# --- which model -------------------------------------------------------------------
+
+
+def find_model(
+    store: metadata_store.MetadataStore,
+    *,
+    latest: bool = False,
+    model_version: str | None = None,
+    artifact_id: int | None = None,
+    uri: str | None = None,
+    types: TypeNames | None = None,
+) -> mlmd_pb.Artifact:
+    """The Model artifact named by exactly one of the selectors, or a LineageError."""
+    types = types or TypeNames(store)
+    if artifact_id is not None:
+        return _model_from_artifact(store, types, _artifact_by_id(store, artifact_id))
+    if model_version is not None:
+        return _model_from_artifact(store, types, _pushed_model_by_version(store, model_version))
+    if uri is not None:
+        return _model_from_artifact(store, types, _artifact_by_uri(store, uri))
+    if latest:
+        pushed = _artifacts(store, "type = 'PushedModel' AND custom_properties.pushed.int_value = 1", limit=1)
+        if not pushed:
+            raise LineageError(
+                "no model has been pushed yet in this metadata store; run the pipeline until a "
+                "model is blessed (`turbotfx run`), or name a model with --artifact-id"
+            )
+        return _model_from_artifact(store, types, pushed[0])
+    raise LineageError("say which model: --latest, --model-version V, --artifact-id N or --uri PATH")
+
+
+def _artifacts(store, filter_query: str, limit: int | None = None) -> list[mlmd_pb.Artifact]:
+    options = metadata_store.ListOptions(
+        limit=limit, order_by=metadata_store.OrderByField.ID, is_asc=False, filter_query=filter_query
+    )
+    return store.get_artifacts(list_options=options)
+
+
+def _quoted(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _artifact_by_id(store, artifact_id: int) -> mlmd_pb.Artifact:
+    found = store.get_artifacts_by_id([int(artifact_id)])
+    if not found:
+        raise LineageError(f"artifact {artifact_id} does not exist in this metadata store; "
+                           "`turbotfx runs` lists the models")
+    return found[0]
+
+
+def _pushed_model_by_version(store, version: str) -> mlmd_pb.Artifact:
+    version = str(version).strip()
+    if not version.isdigit():
+        raise LineageError(f"model version {version!r} is not a serving version: versions are the "
+                           "integer directory names under the serving directory")
+    found = _artifacts(store, f"type = 'PushedModel' AND custom_properties.pushed_version.string_value = "
+                              f"{_quoted(version)}", limit=1)
+    if not found:
+        known = [a.custom_properties["pushed_version"].string_value
+                 for a in _artifacts(store, "type = 'PushedModel' AND custom_properties.pushed.int_value = 1",
+                                     limit=5)]
+        hint = f"latest pushed versions: {', '.join(known)}" if known else "no model has been pushed yet"
+        raise LineageError(f"no pushed model has version {version} in this metadata store ({hint}); "
+                           "`turbotfx runs` lists the pushed versions")
+    return found[0]
+
+
+def _artifact_by_uri(store, uri: str) -> mlmd_pb.Artifact:
+    uri = uri.rstrip("/") or uri
+    found = store.get_artifacts_by_uri(uri) or _artifacts(
+        store, f"type = 'PushedModel' AND custom_properties.pushed_destination.string_value = {_quoted(uri)}",
+        limit=1)
+    if not found:
+        raise LineageError(f"no artifact in this metadata store has the URI {uri!r}; give a model's URI, "
+                           "a pushed model's URI or its serving directory")
+    return max(found, key=lambda a: a.id)
+
+
+def _model_from_artifact(store, types: TypeNames, artifact: mlmd_pb.Artifact) -> mlmd_pb.Artifact:
+    """A Model as is; a PushedModel or ModelBlessing leads back to the model it is about."""
+    type_name = types.artifact(artifact.type_id)
+    if type_name == "Model":
+        return artifact
+    if type_name in ("PushedModel", "ModelBlessing"):
+        events = store.get_events_by_artifact_ids([artifact.id])
+        producers = [e.execution_id for e in events if e.type == OUTPUT]
+        inputs = store.get_events_by_execution_ids(producers[:1])
+        model_ids = [e.artifact_id for e in inputs if e.type == INPUT and event_key(e) == "model"]
+        if model_ids:
+            return store.get_artifacts_by_id(model_ids[:1])[0]
+    raise LineageError(f"artifact {artifact.id} is of type {type_name}, not a model; lineage starts at a Model, "
+                       "a PushedModel or a ModelBlessing")
+
+
+# --- the lineage of one model ----------------------------------------------------------
+
+
+def model_lineage(
+    store: metadata_store.MetadataStore, model: mlmd_pb.Artifact, types: TypeNames | None = None
+) -> dict[str, Any]:
+    """Everything MLMD knows about where a model came from and where it went, as JSON data."""
+    types = types or TypeNames(store)
+    graph = Graph(types)
+    for direction, hops in ((mlmd_pb.LineageSubgraphQueryOptions.UPSTREAM, UPSTREAM_HOPS),
+                            (mlmd_pb.LineageSubgraphQueryOptions.DOWNSTREAM, DOWNSTREAM_HOPS)):
+        found = subgraph(store, model.id, direction, hops)
+        graph.add(found.artifacts, found.executions, found.events)
+
+    trainer = graph.producer(model.id)
+    if trainer is None:
+        raise LineageError(f"model {model.id} has no recorded Trainer execution in this metadata store")
+    transform_graph = _first(graph.inputs(trainer.id, "transform_graph"))
+    transform = graph.producer(transform_graph.id) if transform_graph else None
+    raw_examples = _first(graph.inputs(transform.id, "examples")) if transform else None
+    if raw_examples is None:  # a pipeline without Transform trains on ExampleGen's output
+        raw_examples = _first(graph.inputs(trainer.id, "examples"))
+    schema = _first(graph.inputs(trainer.id, "schema"))
+    contexts = _contexts_of(store, types, trainer.id)
+    _add_data_checks(store, graph, contexts.get(RUN_CONTEXT), raw_examples)
+    statistics = _latest_of_type(graph, "ExampleStatistics")
+    anomalies = _latest_of_type(graph, "ExampleAnomalies")
+
+    evaluator = _last(_finished(graph.consumers(model.id, "model"), graph, has_output="evaluation"))
+    evaluation = _first(graph.outputs(evaluator.id, "evaluation")) if evaluator else None
+    blessing = _first(graph.outputs(evaluator.id, "blessing")) if evaluator else None
+    baseline = _first(graph.inputs(evaluator.id, "baseline_model")) if evaluator else None
+    pushers = _finished(graph.consumers(model.id, "model"), graph, has_output="pushed_model")
+    pushed = [a for p in pushers for a in graph.outputs(p.id, "pushed_model")
+              if a.custom_properties["pushed"].int_value]
+    pushed_model = max(pushed, key=lambda a: a.id) if pushed else None
+
+    report = _prefixed(model, TRAINING_PREFIX)
+    return {
+        "model": {"id": model.id, "uri": model.uri},
+        "pushed_model": None if pushed_model is None else {
+            "id": pushed_model.id,
+            "uri": pushed_model.uri,
+            "version": pushed_model.custom_properties["pushed_version"].string_value,
+            "destination": pushed_model.custom_properties["pushed_destination"].string_value,
+        },
+        "trainer": {
+            "execution_id": trainer.id,
+            "state": STATE_NAMES.get(trainer.last_known_state, "UNKNOWN"),
+            "hyperparameters": hyperparameters(trainer),
+            "effective": {key: report[key] for key in EFFECTIVE_KEYS if key in report},
+            "code_fingerprint": _json_property(trainer, "custom_config").get(CODE_FINGERPRINT),
+            "training_report": report,
+        },
+        "transform": None if transform is None else {
+            "execution_id": transform.id,
+            "state": STATE_NAMES.get(transform.last_known_state, "UNKNOWN"),
+            "transform_graph_uri": transform_graph.uri,
+        },
+        "schema": None if schema is None else {"id": schema.id, "uri": schema.uri},
+        "examples": None if raw_examples is None else {
+            "id": raw_examples.id,
+            "uri": raw_examples.uri,
+            "span": _property(raw_examples, "span"),
+            "version": _property(raw_examples, "version"),
+            "splits": json.loads(_property(raw_examples, "split_names") or "[]"),
+            "fingerprint": _property(raw_examples, "input_fingerprint"),
+        },
+        "statistics": None if statistics is None else {"id": statistics.id, "uri": statistics.uri},
+        "anomalies": None if anomalies is None else {
+            "id": anomalies.id, "uri": anomalies.uri, "found": anomalies_found(anomalies)
+        },
+        "evaluation": None if evaluation is None else {
+            "id": evaluation.id,
+            "uri": evaluation.uri,
+            "metrics": _prefixed(evaluation, METRIC_PREFIX),
+            "blessed": bool(blessing.custom_properties["blessed"].int_value) if blessing else None,
+            "baseline_model_id": _baseline_id(blessing, baseline),
+        },
+        "pipeline": {
+            "name": contexts[PIPELINE_CONTEXT].name if PIPELINE_CONTEXT in contexts else None,
+            "run_id": contexts[RUN_CONTEXT].name if RUN_CONTEXT in contexts else None,
+        },
+        "graph": graph_json(graph),
+    }
+
+
+def _baseline_id(blessing: mlmd_pb.Artifact | None, baseline: mlmd_pb.Artifact | None) -> int | None:
+    # The Evaluator records the baseline it compared against on the blessing.
+    if blessing is not None and "baseline_model_id" in blessing.custom_properties:
+        return blessing.custom_properties["baseline_model_id"].int_value
+    return baseline.id if baseline else None
+
+
+def hyperparameters(trainer: mlmd_pb.Execution) -> dict[str, Any]:
+    """What the Trainer was configured with: its custom config, train args and eval args."""
+    values = {key: value for key, value in _json_property(trainer, "custom_config").items()
+              if key != CODE_FINGERPRINT}
+    for name in ("train_args", "eval_args"):
+        values[name] = _json_property(trainer, name)
+    return values
+
+
+def anomalies_found(anomalies: mlmd_pb.Artifact) -> bool:
+    """ExampleValidator marks each split 1 (no anomalies) or 0 in the 'blessed' property."""
+    if "blessed" not in anomalies.custom_properties:
+        return False
+    splits = anomalies.custom_properties["blessed"].struct_value.fields
+    return any(value.number_value != 1 for value in splits.values())
+
+
+def _add_data_checks(store, graph: Graph, run: mlmd_pb.Context | None, examples) -> None:
+    """StatisticsGen and ExampleValidator sit beside the model's lineage, not upstream of it:
+    they are found among the executions of the model's own pipeline run."""
+    if run is None or examples is None:
+        return
+    checks = [e for e in store.get_executions_by_context(run.id)
+              if graph.types.execution(e.type_id).rsplit(".", 1)[-1] in ("StatisticsGen", "ExampleValidator")]
+    if not checks:
+        return
+    events = store.get_events_by_execution_ids([e.id for e in checks])
+    graph.add(store.get_artifacts_by_id(sorted({e.artifact_id for e in events})), checks, events)
+
+
+def _contexts_of(store, types: TypeNames, execution_id: int) -> dict[str, mlmd_pb.Context]:
+    return {types.context(c.type_id): c for c in store.get_contexts_by_execution(execution_id)}
+
+
+def _finished(executions, graph: Graph, has_output: str) -> list[mlmd_pb.Execution]:
+    done = (mlmd_pb.Execution.COMPLETE, mlmd_pb.Execution.CACHED)
+    return [e for e in executions if e.last_known_state in done and graph.outputs(e.id, has_output)]
+
+
+def _latest_of_type(graph: Graph, type_name: str) -> mlmd_pb.Artifact | None:
+    found = [a for a in graph.artifacts.values() if graph.artifact_type(a) == type_name]
+    return max(found, key=lambda a: a.id) if found else None
+
+
+def _first(items):
+    return items[0] if items else None
+
+
+def _last(items):
+    return items[-1] if items else None
+
+
+def _value(value: mlmd_pb.Value) -> Any:
+    kind = value.WhichOneof("value")
+    if kind == "double_value":
+        return value.double_value if math.isfinite(value.double_value) else None
+    if kind == "struct_value":
+        from google.protobuf import json_format
+
+        return json_format.MessageToDict(value.struct_value)
+    return getattr(value, kind) if kind else None
+
+
+def _property(artifact: mlmd_pb.Artifact, name: str) -> Any:
+    if name in artifact.properties:
+        return _value(artifact.properties[name])
+    if name in artifact.custom_properties:
+        return _value(artifact.custom_properties[name])
+    return None
+
+
+def _json_property(execution: mlmd_pb.Execution, name: str) -> dict[str, Any]:
+    text = _property(execution, name)
+    parsed = json.loads(text) if isinstance(text, str) and text else None
+    return parsed if isinstance(parsed, dict) else {}
+
+
+def _prefixed(artifact: mlmd_pb.Artifact, prefix: str) -> dict[str, Any]:
+    """Custom properties named <prefix><key>, as {key: value}; JSON text decoded."""
+    values = {}
+    for name, value in sorted(artifact.custom_properties.items()):
+        if name.startswith(prefix):
+            parsed = _value(value)
+            if isinstance(parsed, str) and parsed[:1] in ("[", "{"):
+                parsed = json.loads(parsed)
+            values[name[len(prefix):]] = parsed
+    return values
+
+
+def graph_json(graph: Graph) -> dict[str, list[dict[str, Any]]]:
+    """Nodes and edges for drawing: artifacts ('a<id>') and executions ('e<id>')."""
+    nodes = [{"id": f"a{a.id}", "kind": "artifact", "type": graph.artifact_type(a), "uri": a.uri}
+             for a in sorted(graph.artifacts.values(), key=lambda a: a.id)]
+    nodes += [{"id": f"e{e.id}", "kind": "execution", "type": graph.execution_type(e).rsplit(".", 1)[-1],
+               "state": STATE_NAMES.get(e.last_known_state, "UNKNOWN")}
+              for e in sorted(graph.executions.values(), key=lambda e: e.id)]
+    edges = []
+    for artifact_id, execution_id, event_type, key in sorted(graph.events):
+        if event_type == INPUT:
+            edges.append({"from": f"a{artifact_id}", "to": f"e{execution_id}", "key": key})
+        elif event_type == OUTPUT:
+            edges.append({"from": f"e{execution_id}", "to": f"a{artifact_id}", "key": key})
+    return {"nodes": nodes, "edges": edges}

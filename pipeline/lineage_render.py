@@ -1,0 +1,131 @@
+"""Lineage, run lists and diffs as text for people and DOT for Graphviz."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+# Hyperparameters shown first in the text tree; the rest follow in name order.
+_HEADLINE = ("dataset", "epochs", "batch_size", "learning_rate", "hidden_units")
+_TRAINING_SHOWN = ("train_steps", "examples_per_second", "fit_wall_s", "final_eval_accuracy", "tf_version")
+
+
+def lineage_text(lineage: dict[str, Any]) -> str:
+    model, trainer = lineage["model"], lineage["trainer"]
+    lines = [f"model {model['id']}  {model['uri']}"]
+    pushed = lineage["pushed_model"]
+    lines.append("├─ pushed: " + (f"version {pushed['version']} -> {pushed['destination']} (PushedModel {pushed['id']})"
+                                  if pushed else "no"))
+    pipeline = lineage["pipeline"]
+    lines.append(f"├─ pipeline {pipeline['name']}, run {pipeline['run_id']}")
+    evaluation = lineage["evaluation"]
+    if evaluation:
+        blessed = {True: "yes", False: "no", None: "unknown"}[evaluation["blessed"]]
+        baseline = evaluation["baseline_model_id"]
+        lines.append(f"├─ evaluation {evaluation['id']}: blessed {blessed}, baseline "
+                     f"{'model ' + str(baseline) if baseline else 'none (first blessed model)'}")
+        for name, value in evaluation["metrics"].items():
+            lines.append(f"│    {name:<30} {_number(value)}")
+    else:
+        lines.append("├─ evaluation: none recorded")
+    lines.append(f"└─ trainer execution {trainer['execution_id']} ({trainer['state']})")
+    hyperparameters = trainer["hyperparameters"]
+    ordered = [k for k in _HEADLINE if k in hyperparameters] + sorted(set(hyperparameters) - set(_HEADLINE))
+    lines.append("   ├─ hyperparameters: " + ", ".join(f"{k}={_short(hyperparameters[k])}" for k in ordered))
+    if trainer["effective"]:
+        lines.append("   ├─ effective: " + ", ".join(f"{k}={_short(v)}" for k, v in trainer["effective"].items()))
+    report = trainer["training_report"]
+    shown = [k for k in _TRAINING_SHOWN if k in report]
+    if shown:
+        lines.append("   ├─ training: " + ", ".join(f"{k}={_short(report[k])}" for k in shown))
+    lines.append(f"   ├─ code fingerprint {trainer['code_fingerprint']}")
+    transform = lineage["transform"]
+    if transform:
+        lines.append(f"   ├─ transform execution {transform['execution_id']} ({transform['state']}) "
+                     f"graph {transform['transform_graph_uri']}")
+    schema = lineage["schema"]
+    if schema:
+        lines.append(f"   ├─ schema {schema['id']}  {schema['uri']}")
+    examples = lineage["examples"]
+    if examples:
+        lines.append(f"   └─ examples {examples['id']}  span {examples['span']}, version {examples['version']}, "
+                     f"splits {','.join(examples['splits'])}  {examples['uri']}")
+        lines.append(f"      │  fingerprint {examples['fingerprint']}")
+        statistics, anomalies = lineage["statistics"], lineage["anomalies"]
+        lines.append(f"      ├─ statistics {statistics['id']}  {statistics['uri']}" if statistics
+                     else "      ├─ statistics: none recorded")
+        if anomalies:
+            lines.append(f"      └─ anomalies {anomalies['id']}: {'FOUND' if anomalies['found'] else 'none'}  "
+                         f"{anomalies['uri']}")
+        else:
+            lines.append("      └─ anomalies: none recorded")
+    return "\n".join(lines)
+
+
+def lineage_dot(lineage: dict[str, Any]) -> str:
+    """A Graphviz digraph: artifacts as ellipses, executions as boxes, edges named by key."""
+    model_node = f"a{lineage['model']['id']}"
+    lines = ["digraph lineage {", "  rankdir=LR;", '  node [fontname="Helvetica", fontsize=10];']
+    for node in lineage["graph"]["nodes"]:
+        number = node["id"][1:]
+        if node["kind"] == "artifact":
+            style = ', style=filled, fillcolor="#ffe08a"' if node["id"] == model_node else ""
+            lines.append(f'  {node["id"]} [shape=ellipse, label={_dot_text(node["type"] + " " + number)}{style}];')
+        else:
+            label = f'{node["type"]} {number}\n{node["state"]}'
+            lines.append(f'  {node["id"]} [shape=box, style=rounded, label={_dot_text(label)}];')
+    for edge in lineage["graph"]["edges"]:
+        lines.append(f'  {edge["from"]} -> {edge["to"]} [label={_dot_text(edge["key"])}, fontsize=8];')
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def runs_text(runs: list[dict[str, Any]]) -> str:
+    if not runs:
+        return "no pipeline runs in this metadata store"
+    header = f"{'run id':<28} {'start (UTC)':<26} {'duration':>9} {'status':<9} {'model':>6} " \
+             f"{'accuracy':>8} {'blessed':<8} pushed"
+    lines = [header]
+    for run in runs:
+        blessed = {True: "yes", False: "no", None: "-"}[run["blessed"]]
+        lines.append(
+            f"{run['run_id']:<28} {run['start']:<26} {run['duration_s']:>8.1f}s {run['status']:<9} "
+            f"{_or_dash(run['model_id']):>6} {_number(run['metric_value']) if run['metric_value'] is not None else '-':>8} "
+            f"{blessed:<8} {run['pushed_version'] or '-'}"
+        )
+    return "\n".join(lines)
+
+
+def diff_text(diff: dict[str, Any]) -> str:
+    a, b = diff["a"], diff["b"]
+    lines = [f"a: model {a['model_id']} (run {a['run_id']})", f"b: model {b['model_id']} (run {b['run_id']})"]
+    for section, changes in diff.items():
+        if section in ("a", "b"):
+            continue
+        if not changes:
+            lines.append(f"{section}: same")
+            continue
+        lines.append(f"{section}:")
+        for key, values in changes.items():
+            lines.append(f"  {key}: {_short(values['a'])} -> {_short(values['b'])}")
+    return "\n".join(lines)
+
+
+def _number(value: Any) -> str:
+    return f"{value:.4f}" if isinstance(value, float) else str(value)
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, (list, dict)):
+        return json.dumps(value)
+    return str(value)
+
+
+def _or_dash(value: Any) -> str:
+    return "-" if value is None else str(value)
+
+
+def _dot_text(text: str) -> str:
+    return json.dumps(text)  # a double-quoted string with escapes, as DOT reads it
