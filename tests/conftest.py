@@ -16,6 +16,8 @@ import pytest  # noqa: E402
 
 from pipeline.config import PipelineConfig  # noqa: E402
 
+pytest_plugins = ["tests.db_fixtures"]
+
 # Few epochs: the tests check wiring and contracts, not model quality.
 FAST_RUN_ARGS = ("--epochs", "5", "--min-accuracy", "0.5")
 
