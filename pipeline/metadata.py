@@ -12,10 +12,13 @@ no message or log line carries it.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import fcntl
 import os
+import socket
 from pathlib import Path
-from typing import Mapping
+from typing import Iterator, Mapping
 from urllib.parse import unquote, urlsplit
 
 from ml_metadata.proto import metadata_store_pb2
@@ -123,12 +126,65 @@ def open_store(url: str | MetadataUrl, environ: Mapping[str, str] | None = None)
     except Exception as err:  # MLMD raises its own error types per backend
         password = (environ if environ is not None else os.environ).get(PASSWORD_ENV_VAR, "")
         cause = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        if parsed.scheme != "sqlite":
+            cause = _server_cause(parsed, cause)
         if password:
             cause = cause.replace(password, "***")
         raise MetadataConnectionError(
             f"cannot open the metadata store at {parsed}: {cause}; check that the server is up and "
             f"reachable, the database exists and the user (password in {PASSWORD_ENV_VAR}) may use it"
         ) from None
+
+
+def _server_cause(parsed: MetadataUrl, driver_message: str) -> str:
+    """MLMD's MySQL and PostgreSQL errors often say little ("errno: , error:"): tell an
+    unreachable server from one that refused the login or the database."""
+    try:
+        socket.create_connection((parsed.host, parsed.port), timeout=3).close()
+    except OSError as err:
+        return f"nothing answers at {parsed.host}:{parsed.port} ({err.strerror or err})"
+    return (f"the server at {parsed.host}:{parsed.port} answered but refused the connection "
+            f"({driver_message}): wrong user or password, or no database {parsed.database!r}")
+
+
+class StoreBusyError(ConfigError):
+    """Another run holds the SQLite store."""
+
+
+@contextlib.contextmanager
+def exclusive_run(url: str | MetadataUrl) -> Iterator[None]:
+    """Holds the SQLite store for one pipeline run; a second concurrent run fails at once.
+
+    SQLite takes one writer at a time: two runs writing one store would fail somewhere in
+    the middle with "database is locked". MySQL and PostgreSQL stores take concurrent
+    runs, so they are not locked.
+    """
+    parsed = url if isinstance(url, MetadataUrl) else parse_url(url)
+    if parsed.scheme != "sqlite":
+        yield
+        return
+    lock_path = Path(parsed.path + ".lock")
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "a+") as lock_file:
+        try:
+            fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock_file.seek(0)
+            holder = lock_file.read().strip() or "unknown"
+            raise StoreBusyError(
+                f"another pipeline run (pid {holder}) is using the SQLite metadata store {parsed.path}; "
+                "SQLite takes one run at a time: wait for that run to finish, or use a MySQL or "
+                "PostgreSQL store (--metadata-url) for concurrent runs"
+            ) from None
+        lock_file.seek(0)
+        lock_file.truncate()
+        lock_file.write(str(os.getpid()))
+        lock_file.flush()
+        try:
+            yield
+        finally:
+            lock_file.seek(0)
+            lock_file.truncate()  # the lock itself goes with the file descriptor
 
 
 def _without_password(url: str) -> str:

@@ -6,18 +6,22 @@ import sys
 import time
 
 from pipeline import console as console_lib
-from pipeline import data
+from pipeline import data, metadata
 from pipeline.config import PipelineConfig, ensure_writable_home
 
 
 def run_pipeline(config: PipelineConfig, verbose: bool = False) -> int:
     """Runs everything; returns the process exit code (0 only when the run completed)."""
     ensure_writable_home(config)
-    if config.metadata_url:
-        # Fail before any work when the store cannot be reached, naming the URL.
-        from pipeline import metadata
+    store_url = config.metadata_url or metadata.sqlite_url(config.metadata_path)
+    with metadata.exclusive_run(store_url):
+        if config.metadata_url:
+            # Fail before any work when the store cannot be reached, naming the URL.
+            metadata.open_store(config.metadata_url)
+        return _run(config, verbose)
 
-        metadata.open_store(config.metadata_url)
+
+def _run(config: PipelineConfig, verbose: bool) -> int:
     data_root = data.prepare_data(config)
     started = time.perf_counter()
     with console_lib.session(config.log_path, verbose) as console:
