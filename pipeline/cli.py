@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -156,6 +157,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return run_pipeline(config_from_args(args), verbose=args.verbose)
         if args.command in ("lineage", "runs", "diff"):
+            # MLMD's C++ client logs each connection to stderr; the answer (and any error,
+            # with its cause) is ours to print. Read when MLMD's library loads, just below.
+            os.environ.setdefault("GLOG_minloglevel", "3")
             from pipeline import provenance_commands
 
             return provenance_commands.run(args)

@@ -7,6 +7,7 @@ SQLite, MySQL or PostgreSQL store, and from a store whose pipeline ran elsewhere
 
 from __future__ import annotations
 
+import collections
 import json
 import math
 from typing import Any
@@ -74,18 +75,25 @@ class Graph:
         self.types = types
         self.artifacts: dict[int, mlmd_pb.Artifact] = {}
         self.executions: dict[int, mlmd_pb.Execution] = {}
-        self._events: dict[tuple, tuple[int, int, int, str]] = {}
+        # Edges (artifact id, execution id, event type, key), indexed both ways: a store
+        # with many cached reruns puts hundreds of executions in one subgraph.
+        self._edges: set[tuple[int, int, int, str]] = set()
+        self._by_artifact: dict[int, list[tuple[int, int, int, str]]] = collections.defaultdict(list)
+        self._by_execution: dict[int, list[tuple[int, int, int, str]]] = collections.defaultdict(list)
 
     def add(self, artifacts=(), executions=(), events=()) -> None:
         self.artifacts.update((a.id, a) for a in artifacts)
         self.executions.update((e.id, e) for e in executions)
         for event in events:
             edge = (event.artifact_id, event.execution_id, event.type, event_key(event))
-            self._events[edge] = edge
+            if edge not in self._edges:
+                self._edges.add(edge)
+                self._by_artifact[edge[0]].append(edge)
+                self._by_execution[edge[1]].append(edge)
 
     @property
     def events(self) -> list[tuple[int, int, int, str]]:
-        return [e for e in self._events.values() if e[0] in self.artifacts and e[1] in self.executions]
+        return sorted(e for e in self._edges if e[0] in self.artifacts and e[1] in self.executions)
 
     def artifact_type(self, artifact: mlmd_pb.Artifact) -> str:
         return self.types.artifact(artifact.type_id)
@@ -95,19 +103,22 @@ class Graph:
 
     def producer(self, artifact_id: int) -> mlmd_pb.Execution | None:
         """The execution that made the artifact: the first one, not a later cached reuse."""
-        ids = [e[1] for e in self.events if e[0] == artifact_id and e[2] == OUTPUT]
+        ids = [e[1] for e in self._by_artifact[artifact_id] if e[2] == OUTPUT and e[1] in self.executions]
         return self.executions[min(ids)] if ids else None
 
     def inputs(self, execution_id: int, key: str) -> list[mlmd_pb.Artifact]:
-        return [self.artifacts[e[0]] for e in self.events
-                if e[1] == execution_id and e[2] == INPUT and e[3] == key]
+        return self._artifacts_of(execution_id, INPUT, key)
 
     def outputs(self, execution_id: int, key: str) -> list[mlmd_pb.Artifact]:
-        return [self.artifacts[e[0]] for e in self.events
-                if e[1] == execution_id and e[2] == OUTPUT and e[3] == key]
+        return self._artifacts_of(execution_id, OUTPUT, key)
+
+    def _artifacts_of(self, execution_id: int, event_type: int, key: str) -> list[mlmd_pb.Artifact]:
+        return [self.artifacts[e[0]] for e in self._by_execution[execution_id]
+                if e[2] == event_type and e[3] == key and e[0] in self.artifacts]
 
     def consumers(self, artifact_id: int, key: str) -> list[mlmd_pb.Execution]:
-        ids = {e[1] for e in self.events if e[0] == artifact_id and e[2] == INPUT and e[3] == key}
+        ids = {e[1] for e in self._by_artifact[artifact_id]
+               if e[2] == INPUT and e[3] == key and e[1] in self.executions}
         return [self.executions[i] for i in sorted(ids)]
 
 
@@ -230,10 +241,16 @@ def model_lineage(
     """Everything MLMD knows about where a model came from and where it went, as JSON data."""
     types = types or TypeNames(store)
     graph = Graph(types)
-    for direction, hops in ((mlmd_pb.LineageSubgraphQueryOptions.UPSTREAM, UPSTREAM_HOPS),
-                            (mlmd_pb.LineageSubgraphQueryOptions.DOWNSTREAM, DOWNSTREAM_HOPS)):
-        found = subgraph(store, model.id, direction, hops)
-        graph.add(found.artifacts, found.executions, found.events)
+    upstream = subgraph(store, model.id, mlmd_pb.LineageSubgraphQueryOptions.UPSTREAM, UPSTREAM_HOPS)
+    graph.add(upstream.artifacts, upstream.executions, upstream.events)
+    downstream = subgraph(store, model.id, mlmd_pb.LineageSubgraphQueryOptions.DOWNSTREAM, DOWNSTREAM_HOPS)
+    # What used this model as the model, not as a later run's baseline.
+    users = {e.execution_id for e in downstream.events
+             if e.artifact_id == model.id and e.type == INPUT and event_key(e) == "model"}
+    made = {e.artifact_id for e in downstream.events if e.execution_id in users and e.type == OUTPUT}
+    graph.add([a for a in downstream.artifacts if a.id in made],
+              [e for e in downstream.executions if e.id in users],
+              [e for e in downstream.events if e.execution_id in users])
 
     trainer = graph.producer(model.id)
     if trainer is None:
@@ -405,14 +422,29 @@ def _prefixed(artifact: mlmd_pb.Artifact, prefix: str) -> dict[str, Any]:
 
 
 def graph_json(graph: Graph) -> dict[str, list[dict[str, Any]]]:
-    """Nodes and edges for drawing: artifacts ('a<id>') and executions ('e<id>')."""
+    """Nodes and edges for drawing: artifacts ('a<id>') and executions ('e<id>').
+
+    Cached executions are left out where the graph holds the execution that really made
+    their outputs: after many reruns on unchanged data they would bury the graph.
+    """
+    shown = {e.id: e for e in graph.executions.values() if e.last_known_state != mlmd_pb.Execution.CACHED}
+    events = graph.events
+    producers: dict[int, list[int]] = collections.defaultdict(list)
+    for artifact_id, execution_id, event_type, _ in events:
+        if event_type == OUTPUT:
+            producers[artifact_id].append(execution_id)
+    for made_by in producers.values():
+        if not any(execution_id in shown for execution_id in made_by):
+            shown[min(made_by)] = graph.executions[min(made_by)]
     nodes = [{"id": f"a{a.id}", "kind": "artifact", "type": graph.artifact_type(a), "uri": a.uri}
              for a in sorted(graph.artifacts.values(), key=lambda a: a.id)]
     nodes += [{"id": f"e{e.id}", "kind": "execution", "type": graph.execution_type(e).rsplit(".", 1)[-1],
                "state": STATE_NAMES.get(e.last_known_state, "UNKNOWN")}
-              for e in sorted(graph.executions.values(), key=lambda e: e.id)]
+              for e in sorted(shown.values(), key=lambda e: e.id)]
     edges = []
-    for artifact_id, execution_id, event_type, key in sorted(graph.events):
+    for artifact_id, execution_id, event_type, key in events:
+        if execution_id not in shown:
+            continue
         if event_type == INPUT:
             edges.append({"from": f"a{artifact_id}", "to": f"e{execution_id}", "key": key})
         elif event_type == OUTPUT:

@@ -26,23 +26,25 @@ FAST_RUN_ARGS = ("--epochs", "5", "--min-accuracy", "0.5")
 class CliResult:
     home: Path
     exit_code: int
-    output: str
+    output: str  # stdout and stderr
+    stdout: str = ""
 
     @property
     def config(self) -> PipelineConfig:
         return PipelineConfig(home=str(self.home))
 
 
-def turbotfx(*args: str, home: Path, timeout: int = 600) -> CliResult:
+def turbotfx(*args: str, home: Path, timeout: int = 600, env: dict[str, str] | None = None) -> CliResult:
     """Runs the `turbotfx` CLI in a fresh interpreter, as a user would."""
     completed = subprocess.run(
         [sys.executable, "-m", "pipeline.cli", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
-        env={**os.environ, "TURBOTFX_HOME": str(home)},
+        env={**os.environ, "TURBOTFX_HOME": str(home), **(env or {})},
     )
-    return CliResult(home=home, exit_code=completed.returncode, output=completed.stdout + completed.stderr)
+    return CliResult(home=home, exit_code=completed.returncode, output=completed.stdout + completed.stderr,
+                     stdout=completed.stdout)
 
 
 @pytest.fixture(scope="session")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import portpicker
 import pytest
 
@@ -70,3 +72,19 @@ def test_an_unreachable_server_is_one_clear_error_naming_the_url():
     assert f"mysql://mlmd@127.0.0.1:{port}/md" in message
     assert "check that the server is up" in message
     assert "s3cret" not in message
+
+
+def test_one_run_at_a_time_on_a_sqlite_store(tmp_path) -> None:
+    url = metadata.sqlite_url(tmp_path / "store.sqlite")
+    with metadata.exclusive_run(url):
+        with pytest.raises(metadata.StoreBusyError, match=rf"pid {os.getpid()}.*MySQL or PostgreSQL"):
+            with metadata.exclusive_run(url):
+                pass
+    with metadata.exclusive_run(url):  # released: the next run goes ahead
+        pass
+
+
+def test_server_stores_are_not_locked(tmp_path) -> None:
+    url = "mysql://mlmd@127.0.0.1:3306/md"
+    with metadata.exclusive_run(url), metadata.exclusive_run(url):
+        pass
