@@ -30,6 +30,9 @@ def _run(config: PipelineConfig, verbose: bool) -> int:
 
         console.line(f"turbotfx: pipeline {config.pipeline_name!r} on {data_root}")
         console.line(f"  workspace {config.home_path}  (logs: {config.log_path})")
+        if config.enable_cache and not local.cache_enabled(config):
+            console.line("  cache: off on a PostgreSQL store (MLMD 1.16 loses cached outputs there "
+                         "intermittently); use MySQL or SQLite for cached reruns")
         failure = None
         try:
             mode = local.run(config, data_root)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from tfx.orchestration.local.local_dag_runner import LocalDagRunner
@@ -35,6 +36,17 @@ def metadata_config(config: PipelineConfig):
     return metadata.connection_config(config.metadata_url or metadata.sqlite_url(config.metadata_path))
 
 
+def cache_enabled(config: PipelineConfig) -> bool:
+    """No cached reruns on a PostgreSQL store. With MLMD/TFX 1.16 a rerun that reuses cached
+    outputs there intermittently fails the Trainer's input resolution ("min_count has not
+    met"): the cached Transform's outputs came back with the Examples and TransformCache
+    types swapped, so no Examples was found under 'transformed_examples'. Every component
+    runs again instead; SQLite and MySQL keep the cache."""
+    if config.metadata_url and metadata.parse_url(config.metadata_url).scheme == "postgresql":
+        return False
+    return config.enable_cache
+
+
 def run(config: PipelineConfig, data_root: Path) -> str:
     """Runs the pipeline to completion (raises on a failed component); returns the Beam mode."""
     from pipeline.pipeline import create_pipeline
@@ -42,7 +54,7 @@ def run(config: PipelineConfig, data_root: Path) -> str:
     mode = beam_mode(config, data_root)
     beam_tuning.tune(mode)
     pipeline = create_pipeline(
-        config,
+        dataclasses.replace(config, enable_cache=cache_enabled(config)),
         data_root=data_root,
         beam_pipeline_args=beam_pipeline_args(mode),
         metadata_connection_config=metadata_config(config),
