@@ -9,6 +9,7 @@ from ml_metadata.proto import metadata_store_pb2
 from pipeline import run_summary
 from pipeline.runners import local
 from tests.conftest import FAST_RUN_ARGS, turbotfx
+from trainer_module import hardware
 
 pytestmark = pytest.mark.e2e
 
@@ -130,7 +131,9 @@ def test_training_report_is_recorded_on_the_model_artifact(first_run):
     assert len(models) == 1
     props = models[0].custom_properties
     assert props["training_strategy"].string_value == "default"
-    assert props["training_precision"].string_value == "float32"
+    # auto: bfloat16 only where the CPU computes it natively (AVX512_BF16 / AMX).
+    expected_precision = "mixed_bfloat16" if hardware.cpu_has_bfloat16() else "float32"
+    assert props["training_precision"].string_value == expected_precision
     assert props["training_replicas"].int_value == 1
     assert props["training_xla"].int_value == 0
     assert props["training_global_batch_size"].int_value == 32
