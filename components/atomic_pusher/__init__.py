@@ -1,0 +1,1 @@
+"""Pusher executor: atomic, versioned pushes with stable/canary labels and retention."""

@@ -1,0 +1,56 @@
+"""Pusher executor that pushes atomically and keeps TF Serving's models.config current.
+
+TFX's Pusher copies file by file into the final version directory (a polling server
+can load a half-copied model) and names versions by the clock alone. This one copies
+into a hidden directory and renames it into place (serving/push.py), labels the new
+version `canary` in <serving root>/models.config (serving/model_config.py), and deletes
+the oldest versions beyond `keep_versions`, never a labelled one.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from tfx import types
+from tfx.components.pusher import executor as pusher_executor
+from tfx.proto import pusher_pb2
+from tfx.types import artifact_utils, standard_component_specs
+from tfx.utils import io_utils, proto_utils
+
+from serving import model_config, push
+
+# custom_config key of the Pusher: how many versions stay on disk (labelled ones always do).
+KEEP_VERSIONS_KEY = "keep_versions"
+DEFAULT_KEEP_VERSIONS = 5
+
+
+class Executor(pusher_executor.Executor):
+    def Do(
+        self,
+        input_dict: dict[str, list[types.Artifact]],
+        output_dict: dict[str, list[types.Artifact]],
+        exec_properties: dict[str, Any],
+    ) -> None:
+        self._log_startup(input_dict, output_dict, exec_properties)
+        model_push = artifact_utils.get_single_instance(output_dict[standard_component_specs.PUSHED_MODEL_KEY])
+        if not self.CheckBlessing(input_dict):
+            self._MarkNotPushed(model_push)
+            return
+        destination = pusher_pb2.PushDestination()
+        proto_utils.json_to_proto(exec_properties[standard_component_specs.PUSH_DESTINATION_KEY], destination)
+        if destination.WhichOneof("destination") != "filesystem":
+            raise NotImplementedError("turbotfx pushes to a filesystem destination only")
+        custom_config = json.loads(exec_properties.get(standard_component_specs.CUSTOM_CONFIG_KEY) or "null") or {}
+        keep = int(custom_config.get(KEEP_VERSIONS_KEY, DEFAULT_KEEP_VERSIONS))
+
+        model_path = self.GetModelPath(input_dict)
+        model_dir = Path(destination.filesystem.base_directory)
+        push.remove_stale_staging(model_dir)
+        version, serving_path = push.push(model_path, model_dir)
+        model_config.record_push(model_dir.parent, model_dir.name, version)
+        push.apply_retention(model_dir, keep, model_config.protected_versions(model_dir.parent, model_dir.name))
+
+        io_utils.copy_dir(model_path, model_push.uri)  # the archive copy TFX's Pusher keeps too
+        self._MarkPushed(model_push, pushed_destination=str(serving_path), pushed_version=str(version))

@@ -1,0 +1,1 @@
+"""Everything after the Pusher: versioned pushes, TF Serving's models.config, clients."""
