@@ -10,6 +10,7 @@ from typing import Sequence
 
 from pipeline import config as config_lib
 from pipeline.config import ConfigError, PipelineConfig
+from serving import commands as serving_commands
 from trainer_module import hardware
 
 
@@ -38,6 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="accuracy a model needs to be blessed (default: 0.6 penguins, 0.7 synthetic)")
     run.add_argument("--max-accuracy-drop", type=float,
                      help="how far below the last blessed model's accuracy a model may be (default: 0.02)")
+    run.add_argument("--keep-versions", type=int,
+                     help="pushed versions kept under the serving dir; stable/canary always are (default: 5)")
     run.add_argument("--strategy", choices=hardware.STRATEGIES,
                      help="tf.distribute strategy for the Trainer (default: auto, from the devices)")
     run.add_argument("--precision", choices=hardware.PRECISIONS,
@@ -84,6 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument("model_b", type=int, help="the other model")
     diff.add_argument("--versions", action="store_true", help="A and B are serving versions, not artifact ids")
     diff.add_argument("--format", choices=("text", "json"), default="text")
+
+    serving_commands.add_parser(commands)
 
     schema = commands.add_parser("schema", help="schema tools")
     schema_commands = schema.add_subparsers(dest="schema_command", required=True, metavar="SUBCOMMAND")
@@ -132,6 +137,7 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
         learning_rate=getattr(args, "learning_rate", None),
         min_accuracy=getattr(args, "min_accuracy", None),
         max_accuracy_drop=getattr(args, "max_accuracy_drop", None),
+        keep_versions=getattr(args, "keep_versions", None),
         beam_mode=getattr(args, "beam_mode", None),
         metadata_url=getattr(args, "metadata_url", None),
         strategy=getattr(args, "strategy", None),
@@ -163,6 +169,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             from pipeline import provenance_commands
 
             return provenance_commands.run(args)
+        if args.command == "serving":
+            return serving_commands.run(args)
         if args.command == "schema":
             return _infer_schema(Path(args.data_root), Path(args.output), args.dataset, args.verbose)
     except (ConfigError, CliError) as err:

@@ -53,6 +53,7 @@ class PipelineConfig:
     hidden_units: tuple[int, ...] | None = None
     min_accuracy: float | None = None  # value threshold for blessing
     max_accuracy_drop: float = 0.02  # change threshold against the baseline
+    keep_versions: int = 5  # pushed versions kept on disk (labelled ones always are)
     beam_mode: str = "auto"
     # MLMD store URL (see pipeline/metadata.py); None: SQLite in the workspace.
     metadata_url: str | None = None
@@ -156,6 +157,7 @@ class PipelineConfig:
                  f"hidden units must be positive integers, got {self.hidden_units}")
         _require(0.0 <= self.min_accuracy <= 1.0,
                  f"min accuracy must be in [0, 1], got {self.min_accuracy}")
+        _require(self.keep_versions >= 1, f"keep versions must be at least 1, got {self.keep_versions}")
         _require(0.0 <= self.max_accuracy_drop <= 1.0,
                  f"max accuracy drop must be in [0, 1], got {self.max_accuracy_drop}")
 

@@ -26,6 +26,7 @@ from tfx.types import Channel, standard_artifacts
 
 import trainer_module
 from components.anomaly_gate.component import AnomalyGate
+from components.atomic_pusher import executor as atomic_pusher
 from components.reporting_evaluator import executor as reporting_evaluator
 from components.reporting_trainer import executor as reporting_trainer
 from pipeline import schemas
@@ -132,7 +133,10 @@ def create_pipeline(
         push_destination=pusher_pb2.PushDestination(
             filesystem=pusher_pb2.PushDestination.Filesystem(base_directory=str(config.serving_dir))
         ),
+        custom_config={atomic_pusher.KEEP_VERSIONS_KEY: config.keep_versions},
     )
+    # Atomic push, stable/canary labels in models.config, retention (see the executor).
+    pusher.executor_spec = executor_spec.ExecutorClassSpec(atomic_pusher.Executor)
     return tfx_pipeline.Pipeline(
         pipeline_name=config.pipeline_name,
         pipeline_root=str(config.pipeline_root),

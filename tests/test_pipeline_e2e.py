@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
 from pipeline import run_summary
 from pipeline.runners import local
+from serving import model_config
 from tests.conftest import FAST_RUN_ARGS, turbotfx
 from trainer_module import hardware
 
@@ -44,6 +47,20 @@ def test_first_run_pushes_a_numbered_version(first_run):
     assert f"pushed: {versions[0]}" in first_run.output
 
 
+def test_the_push_is_labelled_for_tf_serving(first_run):
+    config = first_run.config
+    [version] = _versions(config)
+    status = model_config.status(config.serving_dir.parent, config.model_name)
+    assert status.stable == status.canary == int(version.name)
+    assert status.served == [int(version.name)]
+    assert not [p for p in config.serving_dir.iterdir() if p.name.startswith(".")], "no staging left"
+    result = turbotfx("serving", "status", "--format", "json", home=first_run.home)
+    assert result.exit_code == 0, result.output
+    [entry] = json.loads(result.stdout)["versions"]
+    assert entry["version"] == int(version.name)
+    assert isinstance(entry["model_id"], int) and entry["run_id"]
+
+
 def test_first_run_records_one_complete_execution_per_component(first_run):
     store = _store(first_run.config)
     summary = run_summary.latest_run(store, first_run.config.pipeline_name)
@@ -77,6 +94,10 @@ def test_second_run_reuses_the_cache_and_uses_the_first_model_as_baseline(first_
     evaluator = _latest_execution(store, "Evaluator")
     baseline_ids = _input_artifact_ids(store, evaluator.id, "baseline_model")
     assert baseline_ids == first_model, "the Evaluator compared against the first run's blessed model"
+    # The new push is the canary; the first version stays stable until promoted.
+    first_version, second_version = [int(p.name) for p in _versions(config)]
+    status = model_config.status(config.serving_dir.parent, config.model_name)
+    assert (status.stable, status.canary) == (first_version, second_version)
 
 
 def test_impossible_threshold_pushes_nothing_and_says_so(first_run):
