@@ -35,6 +35,8 @@ HYPERPARAMETER_PROPERTIES = ("custom_config", "train_args", "eval_args")
 CODE_FINGERPRINT = "code_fingerprint"
 # Training-report entries that resolve an `auto` or derived setting.
 EFFECTIVE_KEYS = ("strategy", "replicas", "precision", "xla", "global_batch_size", "effective_learning_rate")
+# What the serving check records on its InfraBlessing (components/serving_check).
+SERVING_CHECK_KEYS = ("p50_ms_b1", "p99_ms_b1", "p50_ms_b64", "p99_ms_b64", "problems")
 STATE_NAMES = {value: name for name, value in mlmd_pb.Execution.State.items()}
 PIPELINE_CONTEXT, RUN_CONTEXT = "pipeline", "pipeline_run"
 
@@ -270,6 +272,9 @@ def model_lineage(
     evaluation = _first(graph.outputs(evaluator.id, "evaluation")) if evaluator else None
     blessing = _first(graph.outputs(evaluator.id, "blessing")) if evaluator else None
     baseline = _first(graph.inputs(evaluator.id, "baseline_model")) if evaluator else None
+    infra_blessings = [a for e in _finished(graph.consumers(model.id, "model"), graph, has_output="blessing")
+                       for a in graph.outputs(e.id, "blessing") if graph.artifact_type(a) == "InfraBlessing"]
+    infra_blessing = max(infra_blessings, key=lambda a: a.id) if infra_blessings else None
     pushers = _finished(graph.consumers(model.id, "model"), graph, has_output="pushed_model")
     pushed = [a for p in pushers for a in graph.outputs(p.id, "pushed_model")
               if a.custom_properties["pushed"].int_value]
@@ -316,6 +321,12 @@ def model_lineage(
             "metrics": _prefixed(evaluation, METRIC_PREFIX),
             "blessed": bool(blessing.custom_properties["blessed"].int_value) if blessing else None,
             "baseline_model_id": _baseline_id(blessing, baseline),
+        },
+        "serving_check": None if infra_blessing is None else {
+            "id": infra_blessing.id,
+            "uri": infra_blessing.uri,
+            "passed": bool(infra_blessing.custom_properties["blessed"].int_value),
+            **{key: _property(infra_blessing, key) for key in SERVING_CHECK_KEYS},
         },
         "pipeline": {
             "name": contexts[PIPELINE_CONTEXT].name if PIPELINE_CONTEXT in contexts else None,

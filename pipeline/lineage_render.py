@@ -28,6 +28,11 @@ def lineage_text(lineage: dict[str, Any]) -> str:
             lines.append(f"│    {name:<30} {_number(value)}")
     else:
         lines.append("├─ evaluation: none recorded")
+    check = lineage.get("serving_check")
+    if check:
+        verdict = (f"passed, p50 {check['p50_ms_b1']} ms (batch 1), {check['p50_ms_b64']} ms (batch 64)"
+                   if check["passed"] else f"FAILED: {check['problems']}")
+        lines.append(f"├─ serving check {check['id']}: {verdict}")
     lines.append(f"└─ trainer execution {trainer['execution_id']} ({trainer['state']})")
     hyperparameters = trainer["hyperparameters"]
     ordered = [k for k in _HEADLINE if k in hyperparameters] + sorted(set(hyperparameters) - set(_HEADLINE))

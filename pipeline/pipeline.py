@@ -29,6 +29,7 @@ from components.anomaly_gate.component import AnomalyGate
 from components.atomic_pusher import executor as atomic_pusher
 from components.reporting_evaluator import executor as reporting_evaluator
 from components.reporting_trainer import executor as reporting_trainer
+from components.serving_check.component import ServingCheck
 from pipeline import schemas
 from pipeline.config import PipelineConfig
 from trainer_module import features
@@ -127,9 +128,17 @@ def create_pipeline(
     )
     # Records the overall metrics on the ModelEvaluation artifact (see the executor).
     evaluator.executor_spec = executor_spec.BeamExecutorSpec(reporting_evaluator.Executor)
+    serving_check = ServingCheck(
+        model=trainer.outputs["model"],
+        examples=example_gen.outputs["examples"],
+        transform_graph=transform.outputs["transform_graph"],
+        dataset=config.dataset,
+        model_name=config.model_name,
+    )
     pusher = Pusher(
         model=trainer.outputs["model"],
         model_blessing=evaluator.outputs["blessing"],
+        infra_blessing=serving_check.outputs["blessing"],
         push_destination=pusher_pb2.PushDestination(
             filesystem=pusher_pb2.PushDestination.Filesystem(base_directory=str(config.serving_dir))
         ),
@@ -150,6 +159,7 @@ def create_pipeline(
             trainer,
             model_resolver,
             evaluator,
+            serving_check,
             pusher,
         ],
         enable_cache=config.enable_cache,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
@@ -29,6 +30,7 @@ class RunSummary:
     slice_accuracy: dict[str, float]
     blessed: bool | None
     pushed_path: str | None
+    serving_check: str | None = None
 
     def format(self) -> str:
         lines = [f"run {self.run_id}"]
@@ -44,6 +46,8 @@ class RunSummary:
             lines.append("blessed: not evaluated")
         else:
             lines.append(f"blessed: {'yes' if self.blessed else 'no'}")
+        if self.serving_check:
+            lines.append(f"serving check: {self.serving_check}")
         if self.pushed_path:
             lines.append(f"pushed: {self.pushed_path}")
         else:
@@ -77,6 +81,7 @@ def summarize(store: metadata_store.MetadataStore, run_context) -> RunSummary:
     pushed_path = None
     metrics: dict[str, float] = {}
     slice_accuracy: dict[str, float] = {}
+    serving_check = None
     for execution in executions:
         node_id = node_id_of(store, execution)
         components.append(
@@ -92,9 +97,23 @@ def summarize(store: metadata_store.MetadataStore, run_context) -> RunSummary:
                 blessed = bool(artifact.custom_properties["blessed"].int_value)
             elif type_name == "ModelEvaluation" and artifact.uri:
                 metrics, slice_accuracy = evaluation_metrics(artifact.uri)
+            elif type_name == "InfraBlessing":
+                serving_check = _serving_check_line(artifact)
             elif type_name == "PushedModel" and artifact.custom_properties["pushed"].int_value:
                 pushed_path = artifact.custom_properties["pushed_destination"].string_value
-    return RunSummary(run_context.name, components, metrics, slice_accuracy, blessed, pushed_path)
+    return RunSummary(run_context.name, components, metrics, slice_accuracy, blessed, pushed_path, serving_check)
+
+
+def _serving_check_line(blessing) -> str:
+    """One line on the serving check: latencies when it passed, its problems when not."""
+    properties = blessing.custom_properties
+    if properties["blessed"].int_value:
+        latency = ", ".join(f"{properties[f'p50_ms_b{b}'].double_value:.2f} ms p50 / "
+                            f"{properties[f'p99_ms_b{b}'].double_value:.2f} ms p99 at batch {b}"
+                            for b in (1, 64) if f"p50_ms_b{b}" in properties)
+        return f"passed ({latency})"
+    problems = json.loads(properties["problems"].string_value or "[]") if "problems" in properties else []
+    return "FAILED: " + "; ".join(problems or ["see the log"])
 
 
 def node_id_of(store: metadata_store.MetadataStore, execution) -> str:

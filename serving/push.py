@@ -38,8 +38,13 @@ def next_version(model_dir: str | os.PathLike, now: float | None = None) -> int:
     return max(stamp, existing[-1] + 1) if existing else stamp
 
 
-def push(source_dir: str | os.PathLike, model_dir: str | os.PathLike, version: int | None = None) -> tuple[int, Path]:
-    """Copies a SavedModel into <model_dir>/<version>/ atomically; returns (version, path)."""
+def push(source_dir: str | os.PathLike, model_dir: str | os.PathLike, version: int | None = None,
+         extra_files: dict[str, str] | None = None) -> tuple[int, Path]:
+    """Copies a SavedModel into <model_dir>/<version>/ atomically; returns (version, path).
+
+    extra_files: {path inside the version: source file}, e.g. the warmup requests, added
+    before the version appears.
+    """
     source, target_root = Path(source_dir), Path(model_dir)
     if not (source / "saved_model.pb").is_file():
         raise PushError(f"{source} holds no SavedModel (no saved_model.pb); nothing was pushed")
@@ -51,6 +56,9 @@ def push(source_dir: str | os.PathLike, model_dir: str | os.PathLike, version: i
     staging = target_root / f"{TEMP_PREFIX}{version}-{uuid.uuid4().hex[:8]}"
     try:
         shutil.copytree(source, staging)
+        for relative, source_file in (extra_files or {}).items():
+            (staging / relative).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source_file, staging / relative)
         _fsync_tree(staging)
         os.rename(staging, final)  # atomic on one filesystem; fails if final appeared meanwhile
     except BaseException:

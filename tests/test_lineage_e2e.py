@@ -106,6 +106,7 @@ def test_latest_is_the_pushed_model(two_runs: Workspace, models: tuple[dict, dic
     assert evaluation["blessed"] is True and evaluation["baseline_model_id"] is None
     assert evaluation["metrics"]["sparse_categorical_accuracy"] >= 0.5
     assert evaluation["metrics"]["example_count"] > 0
+    assert latest["serving_check"]["passed"] is True and latest["serving_check"]["p50_ms_b1"] > 0
     by_version = two_runs.json("lineage", "--model-version", pushed["version"])
     assert by_version["model"] == first["model"]
     runs = two_runs.json("runs")

@@ -10,7 +10,7 @@ from ml_metadata.proto import metadata_store_pb2
 
 from pipeline import run_summary
 from pipeline.runners import local
-from serving import model_config
+from serving import model_config, warmup
 from tests.conftest import FAST_RUN_ARGS, turbotfx
 from trainer_module import hardware
 
@@ -26,6 +26,7 @@ NODES = {
     "Trainer",
     "latest_blessed_model_resolver",
     "Evaluator",
+    "ServingCheck",
     "Pusher",
 }
 
@@ -59,6 +60,20 @@ def test_the_push_is_labelled_for_tf_serving(first_run):
     [entry] = json.loads(result.stdout)["versions"]
     assert entry["version"] == int(version.name)
     assert isinstance(entry["model_id"], int) and entry["run_id"]
+
+
+def test_the_serving_check_passed_and_its_warmup_requests_were_pushed(first_run):
+    [version] = _versions(first_run.config)
+    logs = list(warmup.read(warmup.saved_model_path(str(version))))
+    assert [len(log.predict_log.request.inputs["examples"].string_val) for log in logs] == [1, 8, 64]
+    assert logs[0].predict_log.request.model_spec.signature_name == "serving_default"
+    assert "serving check: passed (" in first_run.output and "at batch 64" in first_run.output
+    store = _store(first_run.config)
+    [blessing] = store.get_artifacts_by_type("InfraBlessing")
+    assert blessing.custom_properties["blessed"].int_value == 1
+    assert blessing.custom_properties["p50_ms_b1"].double_value > 0
+    assert json.loads(blessing.custom_properties["signatures"].string_value) == [
+        "serving_default", "serving_raw", "transform_features"]
 
 
 def test_first_run_records_one_complete_execution_per_component(first_run):

@@ -4,12 +4,14 @@ TFX's Pusher copies file by file into the final version directory (a polling ser
 can load a half-copied model) and names versions by the clock alone. This one copies
 into a hidden directory and renames it into place (serving/push.py), labels the new
 version `canary` in <serving root>/models.config (serving/model_config.py), and deletes
-the oldest versions beyond `keep_versions`, never a labelled one.
+the oldest versions beyond `keep_versions`, never a labelled one. The serving check's
+warmup requests go into assets.extra/ of the pushed copy, where TF Serving replays them.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +21,7 @@ from tfx.proto import pusher_pb2
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import io_utils, proto_utils
 
-from serving import model_config, push
+from serving import model_config, push, warmup
 
 # custom_config key of the Pusher: how many versions stay on disk (labelled ones always do).
 KEEP_VERSIONS_KEY = "keep_versions"
@@ -48,9 +50,18 @@ class Executor(pusher_executor.Executor):
         model_path = self.GetModelPath(input_dict)
         model_dir = Path(destination.filesystem.base_directory)
         push.remove_stale_staging(model_dir)
-        version, serving_path = push.push(model_path, model_dir)
+        version, serving_path = push.push(model_path, model_dir, extra_files=_warmup_files(input_dict))
         model_config.record_push(model_dir.parent, model_dir.name, version)
         push.apply_retention(model_dir, keep, model_config.protected_versions(model_dir.parent, model_dir.name))
 
         io_utils.copy_dir(model_path, model_push.uri)  # the archive copy TFX's Pusher keeps too
         self._MarkPushed(model_push, pushed_destination=str(serving_path), pushed_version=str(version))
+
+
+def _warmup_files(input_dict: dict[str, list[types.Artifact]]) -> dict[str, str]:
+    """The serving check's replayed warmup requests, shipped inside the SavedModel."""
+    for blessing in input_dict.get(standard_component_specs.INFRA_BLESSING_KEY) or []:
+        source = os.path.join(blessing.uri, warmup.WARMUP_FILE)
+        if os.path.exists(source):
+            return {os.path.join(warmup.ASSETS_EXTRA, warmup.WARMUP_FILE): source}
+    return {}

@@ -1,0 +1,1 @@
+"""ServingCheck: the candidate model loaded and queried the way TF Serving will, before any push."""

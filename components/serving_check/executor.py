@@ -1,0 +1,82 @@
+"""Builds warmup requests from eval examples, then checks the model in a separate process
+(serving/session_check.py) and records the verdict and latencies on an InfraBlessing."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from typing import Any
+
+from tfx import types
+from tfx.dsl.components.base import base_executor
+from tfx.types import artifact_utils
+from tfx.utils import path_utils
+
+from serving import warmup
+
+WARMUP_EXAMPLES = 64
+CHECK_TIMEOUT_S = 600
+# The file names TFX's InfraValidator writes beside its verdict.
+BLESSED_FILE, NOT_BLESSED_FILE = "INFRA_BLESSED", "INFRA_NOT_BLESSED"
+LATENCY_KEYS = ("p50_ms_b1", "p99_ms_b1", "p50_ms_b64", "p99_ms_b64")
+
+
+class Executor(base_executor.BaseExecutor):
+    def Do(
+        self,
+        input_dict: dict[str, list[types.Artifact]],
+        output_dict: dict[str, list[types.Artifact]],
+        exec_properties: dict[str, Any],
+    ) -> None:
+        model = artifact_utils.get_single_instance(input_dict["model"])
+        examples = artifact_utils.get_single_instance(input_dict["examples"])
+        transform_graph = artifact_utils.get_single_instance(input_dict["transform_graph"])
+        blessing = artifact_utils.get_single_instance(output_dict["blessing"])
+
+        serialized = warmup.read_examples(examples.uri, "eval", WARMUP_EXAMPLES)
+        warmup_file = os.path.join(blessing.uri, warmup.WARMUP_FILE)
+        warmup.write(warmup_file, warmup.prediction_logs(serialized, exec_properties["model_name"]))
+        vocabulary_file = label_vocabulary_file(transform_graph.uri, exec_properties["dataset"])
+        report = run_check(path_utils.serving_model_path(model.uri), warmup_file, vocabulary_file)
+        record(blessing, report)
+
+
+def label_vocabulary_file(transform_graph_uri: str, dataset: str) -> str:
+    import tensorflow_transform as tft
+
+    from trainer_module import features
+
+    spec = features.for_dataset(dataset)
+    return tft.TFTransformOutput(transform_graph_uri).vocabulary_file_by_name(
+        features.vocabulary_name(spec.label_key))
+
+
+def run_check(model_dir: str, warmup_file: str, vocabulary_file: str) -> dict[str, Any]:
+    """The check's report; a loader that crashes or hangs is a failed check, not a failed run."""
+    with tempfile.TemporaryDirectory() as scratch:
+        out = os.path.join(scratch, "report.json")
+        command = [sys.executable, "-m", "serving.session_check", model_dir, warmup_file, vocabulary_file, out]
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=CHECK_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            return {"ok": False, "problems": [f"the model did not answer within {CHECK_TIMEOUT_S} s"]}
+        if done.returncode != 0 or not os.path.exists(out):
+            tail = [line for line in done.stderr.strip().splitlines() if line.strip()][-3:]
+            return {"ok": False, "problems": ["the session-based loader failed: " + " | ".join(tail)]}
+        with open(out) as handle:
+            return json.load(handle)
+
+
+def record(blessing: types.Artifact, report: dict[str, Any]) -> None:
+    blessing.set_int_custom_property("blessed", int(bool(report["ok"])))
+    blessing.set_string_custom_property("problems", json.dumps(report.get("problems", [])))
+    blessing.set_string_custom_property("signatures", json.dumps(report.get("signatures", [])))
+    for key in LATENCY_KEYS:
+        if key in report:
+            blessing.set_float_custom_property(key, float(report[key]))
+    verdict = BLESSED_FILE if report["ok"] else NOT_BLESSED_FILE
+    with open(os.path.join(blessing.uri, verdict), "w") as handle:
+        handle.write(json.dumps(report, indent=2))

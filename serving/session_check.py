@@ -1,0 +1,110 @@
+"""Loads a SavedModel the way TF Serving does and checks what it will serve.
+
+TF Serving's C++ SavedModelBundle restores through the session-based loader (what
+`tf.compat.v1.saved_model.loader.load` and `saved_model_cli run` use), which fails on
+some models that `tf.saved_model.load` accepts. This module runs in its own process
+(`python -m serving.session_check MODEL_DIR WARMUP_FILE VOCAB_FILE OUT_JSON`): a model that
+crashes the loader cannot take the pipeline down with it.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import numpy as np
+import tensorflow as tf
+
+from serving import warmup
+
+# What TF Serving will expose; outputs are the same for both prediction signatures.
+PREDICTION_OUTPUTS = {"probabilities": tf.float32, "class_id": tf.int64, "label": tf.string}
+EXPECTED_SIGNATURES = ("serving_default", "serving_raw", "transform_features")
+LATENCY_RUNS = {1: 100, 64: 30}
+
+
+def check(model_dir: str, warmup_file: str, vocabulary: list[str]) -> dict:
+    problems: list[str] = []
+    report: dict = {}
+    logs = list(warmup.read(warmup_file))  # eagerly, before the graph-mode session below
+    with tf.Graph().as_default(), tf.compat.v1.Session() as session:
+        meta_graph = tf.compat.v1.saved_model.loader.load(session, ["serve"], model_dir)
+        signatures = meta_graph.signature_def
+        report["signatures"] = sorted(name for name in signatures if not name.startswith("__"))
+        problems += [f"signature {name!r} is missing" for name in EXPECTED_SIGNATURES if name not in signatures]
+        if "serving_default" not in signatures:
+            return {**report, "ok": False, "problems": problems}
+        signature = signatures["serving_default"]
+        problems += _signature_problems(signature)
+        if problems:
+            return {**report, "ok": False, "problems": problems}
+        feed = signature.inputs[warmup.INPUT_KEY].name
+        fetch = {key: signature.outputs[key].name for key in PREDICTION_OUTPUTS}
+        pool: list[bytes] = []
+        for number, log in enumerate(logs):
+            batch = tf.make_ndarray(log.predict_log.request.inputs[warmup.INPUT_KEY])
+            pool.extend(batch.tolist())
+            outputs = session.run(fetch, {feed: batch})
+            problems += [f"warmup request {number}: {p}" for p in _output_problems(outputs, len(batch), vocabulary)]
+        if not pool:
+            problems.append("no warmup requests to replay")
+        if problems:
+            return {**report, "ok": False, "problems": problems}
+        for batch_size, runs in LATENCY_RUNS.items():
+            batch = np.array([pool[i % len(pool)] for i in range(batch_size)], dtype=object)
+            seconds = []
+            for _ in range(runs):
+                started = time.perf_counter()
+                session.run(fetch, {feed: batch})
+                seconds.append(time.perf_counter() - started)
+            report[f"p50_ms_b{batch_size}"] = round(float(np.percentile(seconds, 50)) * 1000, 3)
+            report[f"p99_ms_b{batch_size}"] = round(float(np.percentile(seconds, 99)) * 1000, 3)
+    return {**report, "ok": True, "problems": []}
+
+
+def _signature_problems(signature) -> list[str]:
+    problems = []
+    example_input = signature.inputs.get(warmup.INPUT_KEY)
+    if example_input is None or example_input.dtype != tf.string.as_datatype_enum:
+        problems.append("serving_default must take 'examples', a batch of serialized tf.Example strings")
+    for key, dtype in PREDICTION_OUTPUTS.items():
+        output = signature.outputs.get(key)
+        if output is None:
+            problems.append(f"serving_default has no output {key!r}")
+        elif output.dtype != dtype.as_datatype_enum:
+            problems.append(f"serving_default output {key!r} is {tf.dtypes.as_dtype(output.dtype).name}, "
+                            f"not {dtype.name}")
+    return problems
+
+
+def _output_problems(outputs: dict, batch_size: int, vocabulary: list[str]) -> list[str]:
+    probabilities = outputs["probabilities"]
+    if probabilities.shape[0] != batch_size:
+        return [f"{probabilities.shape[0]} predictions for {batch_size} examples"]
+    if not np.all(np.isfinite(probabilities)):
+        return ["probabilities are not all finite (NaN or infinity)"]
+    problems = []
+    sums = probabilities.sum(axis=1)
+    if not np.allclose(sums, 1.0, atol=1e-3):
+        problems.append(f"probabilities do not sum to 1 (sums from {sums.min():.4f} to {sums.max():.4f})")
+    if not np.array_equal(outputs["class_id"], probabilities.argmax(axis=1)):
+        problems.append("class_id is not the most probable class")
+    labels = [label.decode() for label in outputs["label"].tolist()]
+    unknown = sorted(set(labels) - set(vocabulary)) if vocabulary else []
+    if unknown:
+        problems.append(f"labels outside the label vocabulary: {unknown}")
+    return problems
+
+
+def main(argv: list[str]) -> int:
+    model_dir, warmup_file, vocabulary_file, out_json = argv
+    with open(vocabulary_file) as handle:
+        vocabulary = [line.rstrip("\n") for line in handle if line.strip()]
+    with open(out_json, "w") as handle:
+        json.dump(check(model_dir, warmup_file, vocabulary), handle)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
