@@ -1,0 +1,309 @@
+"""A client for TF Serving over gRPC and REST, with rows checked against the schema first.
+
+gRPC sends `PredictionService.Predict` to `serving_default` with serialized tf.Examples
+(tensorflow-serving-api); REST posts `instances` rows of named features to
+`serving_raw` at /v1/models/<name>[/versions/N | /labels/L]:predict. Both retry with
+backoff when the server is unavailable (starting, reloading), and both fail a bad row
+before anything is sent, naming the row and the feature.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from tensorflow_metadata.proto.v0 import schema_pb2
+
+from pipeline.config import ConfigError
+
+DEFAULT_GRPC_PORT = 8500
+DEFAULT_REST_PORT = 8501
+DEFAULT_MODEL_NAME = "penguins"
+PREDICTION_SIGNATURE = "serving_default"  # gRPC: serialized tf.Examples
+RAW_SIGNATURE = "serving_raw"  # REST: named features per row
+
+
+class ServingClientError(ConfigError):
+    """A request that could not be made or answered; the message names the cause."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Prediction:
+    label: str
+    class_id: int
+    probabilities: list[float]
+
+
+class RowSchema:
+    """The features a model takes, from the pipeline's curated schema (label left out)."""
+
+    def __init__(self, schema: schema_pb2.Schema, label_key: str) -> None:
+        self.types = {f.name: f.type for f in schema.feature if f.name != label_key}
+        self.required = {f.name for f in schema.feature
+                         if f.name != label_key and f.presence.min_fraction >= 1.0}
+
+    @classmethod
+    def for_dataset(cls, dataset: str) -> RowSchema:
+        from google.protobuf import text_format
+
+        from pipeline import schemas
+        from trainer_module import features
+
+        schema = text_format.Parse(Path(schemas.schema_file(dataset)).read_text(), schema_pb2.Schema())
+        return cls(schema, features.for_dataset(dataset).label_key)
+
+    def check(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Raises ServingClientError on the first bad value, naming row and feature."""
+        if not rows:
+            raise ServingClientError("no rows to predict")
+        for number, row in enumerate(rows):
+            if not isinstance(row, Mapping):
+                raise ServingClientError(f"row {number} is not an object of feature: value")
+            unknown = sorted(set(row) - set(self.types))
+            if unknown:
+                raise ServingClientError(f"row {number}: unknown feature {unknown[0]!r}; the model takes "
+                                         f"{', '.join(sorted(self.types))}")
+            for name in sorted(self.required):
+                if _missing(row.get(name)):
+                    raise ServingClientError(f"row {number}: feature {name!r} is missing; the schema "
+                                             "requires it in every row")
+            for name, value in row.items():
+                if _missing(value):
+                    continue
+                if self.types[name] == schema_pb2.BYTES and not isinstance(value, str):
+                    raise ServingClientError(f"row {number}: feature {name!r} must be a string, "
+                                             f"got {type(value).__name__} {value!r}")
+                if self.types[name] in (schema_pb2.FLOAT, schema_pb2.INT) and (
+                        isinstance(value, bool) or not isinstance(value, (int, float))):
+                    raise ServingClientError(f"row {number}: feature {name!r} must be a number, "
+                                             f"got {type(value).__name__} {value!r}")
+                if self.types[name] == schema_pb2.INT and float(value) != int(value):
+                    raise ServingClientError(f"row {number}: feature {name!r} must be a whole number, "
+                                             f"got {value!r}")
+
+    def to_example(self, row: Mapping[str, Any]) -> bytes:
+        """A serialized tf.Example; missing values are left out, as in the CSV data."""
+        import tensorflow as tf
+
+        feature = {}
+        for name, value in row.items():
+            if _missing(value):
+                continue
+            kind = self.types[name]
+            if kind == schema_pb2.BYTES:
+                feature[name] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[value.encode()]))
+            elif kind == schema_pb2.INT:
+                feature[name] = tf.train.Feature(int64_list=tf.train.Int64List(value=[int(value)]))
+            else:
+                feature[name] = tf.train.Feature(float_list=tf.train.FloatList(value=[float(value)]))
+        return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+
+    def to_instance(self, row: Mapping[str, Any]) -> dict[str, Any]:
+        """A serving_raw row: every feature present; NaN or "" where missing. TF Serving's JSON
+        parser takes a bare NaN token (its JSON conformance notes), as json.dumps writes it."""
+        instance: dict[str, Any] = {}
+        for name, kind in self.types.items():
+            value = row.get(name)
+            if kind == schema_pb2.BYTES:
+                instance[name] = "" if _missing(value) else value
+            else:
+                instance[name] = math.nan if _missing(value) else float(value)
+        return instance
+
+
+def _missing(value: Any) -> bool:
+    return value is None or value == "" or (isinstance(value, float) and math.isnan(value))
+
+
+class ServingClient:
+    """Predictions, model status and metadata from a TF Serving server.
+
+    Exactly one of grpc_target ("host:port") or rest_url ("http://host:port"). `version`
+    or `label` (e.g. "canary") picks a version; neither: the server's default (latest).
+    """
+
+    def __init__(
+        self,
+        *,
+        grpc_target: str | None = None,
+        rest_url: str | None = None,
+        model_name: str = DEFAULT_MODEL_NAME,
+        dataset: str = "penguins",
+        version: int | None = None,
+        label: str | None = None,
+        timeout_s: float = 10.0,
+        retries: int = 3,
+        backoff_s: float = 0.2,
+    ) -> None:
+        if (grpc_target is None) == (rest_url is None):
+            raise ServingClientError("give exactly one server: a gRPC target (host:port) or a REST URL")
+        if version is not None and label is not None:
+            raise ServingClientError("give a version or a label, not both")
+        self.grpc_target, self.rest_url = grpc_target, (rest_url or "").rstrip("/") or None
+        self.model_name, self.version, self.label = model_name, version, label
+        self.timeout_s, self.retries, self.backoff_s = timeout_s, retries, backoff_s
+        self.schema = RowSchema.for_dataset(dataset)
+        self._stubs: tuple | None = None
+
+    # --- public ---------------------------------------------------------------
+
+    def predict(self, rows: Sequence[Mapping[str, Any]]) -> list[Prediction]:
+        self.schema.check(rows)
+        if self.grpc_target:
+            return self._with_retries(lambda: self._grpc_predict(rows))
+        return self._with_retries(lambda: self._rest_predict(rows))
+
+    def model_status(self) -> list[dict[str, Any]]:
+        """[{version, state}] of the versions the server knows."""
+        if self.grpc_target:
+            return self._with_retries(self._grpc_status)
+        body = self._with_retries(lambda: self._rest("GET", self._rest_path("")))
+        return [{"version": int(v["version"]), "state": v["state"]} for v in body["model_version_status"]]
+
+    def model_metadata(self) -> dict[str, Any]:
+        """The signatures the server exposes: {name: {inputs: [...], outputs: [...]}}."""
+        if self.grpc_target:
+            return self._with_retries(self._grpc_metadata)
+        body = self._with_retries(lambda: self._rest("GET", self._rest_path("/metadata")))
+        signatures = body["metadata"]["signature_def"]["signature_def"]
+        return {name: {"inputs": sorted(sig.get("inputs", {})), "outputs": sorted(sig.get("outputs", {}))}
+                for name, sig in signatures.items()}
+
+    # --- retries ----------------------------------------------------------------
+
+    def _with_retries(self, call: Callable[[], Any]) -> Any:
+        for attempt in range(self.retries + 1):
+            try:
+                return call()
+            except _Unavailable as err:
+                if attempt == self.retries:
+                    raise ServingClientError(f"{self._where()} is unavailable after {attempt + 1} tries: {err}; "
+                                             "check that the server is up and has loaded the model") from None
+                time.sleep(self.backoff_s * 2 ** attempt)
+        raise AssertionError("unreachable")
+
+    def _where(self) -> str:
+        return f"gRPC {self.grpc_target}" if self.grpc_target else f"REST {self.rest_url}"
+
+    # --- gRPC -------------------------------------------------------------------
+
+    def _stub(self):
+        if self._stubs is None:
+            import grpc
+            from tensorflow_serving.apis import model_service_pb2_grpc, prediction_service_pb2_grpc
+
+            channel = grpc.insecure_channel(self.grpc_target)
+            self._stubs = (prediction_service_pb2_grpc.PredictionServiceStub(channel),
+                           model_service_pb2_grpc.ModelServiceStub(channel))
+        return self._stubs
+
+    def _model_spec(self, spec, signature: str | None = None) -> None:
+        spec.name = self.model_name
+        if signature:
+            spec.signature_name = signature
+        if self.version is not None:
+            spec.version.value = self.version
+        elif self.label is not None:
+            spec.version_label = self.label
+
+    def _grpc_call(self, method, request):
+        import grpc
+
+        try:
+            return method(request, timeout=self.timeout_s)
+        except grpc.RpcError as err:
+            code, details = err.code(), err.details()
+            if code == grpc.StatusCode.UNAVAILABLE:
+                raise _Unavailable(details) from None
+            if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+                raise ServingClientError(f"{self._where()} did not answer within {self.timeout_s} s") from None
+            raise ServingClientError(f"{self._where()} refused the request ({code.name}): {details}") from None
+
+    def _grpc_predict(self, rows) -> list[Prediction]:
+        import tensorflow as tf
+        from tensorflow_serving.apis import predict_pb2
+
+        request = predict_pb2.PredictRequest()
+        self._model_spec(request.model_spec, PREDICTION_SIGNATURE)
+        request.inputs["examples"].CopyFrom(
+            tf.make_tensor_proto([self.schema.to_example(r) for r in rows], dtype=tf.string))
+        response = self._grpc_call(self._stub()[0].Predict, request)
+        outputs = {key: tf.make_ndarray(value) for key, value in response.outputs.items()}
+        return _predictions(outputs["label"].tolist(), outputs["class_id"].tolist(),
+                            outputs["probabilities"].tolist())
+
+    def _grpc_status(self) -> list[dict[str, Any]]:
+        from tensorflow_serving.apis import get_model_status_pb2
+
+        request = get_model_status_pb2.GetModelStatusRequest()
+        self._model_spec(request.model_spec)
+        response = self._grpc_call(self._stub()[1].GetModelStatus, request)
+        states = get_model_status_pb2.ModelVersionStatus.State
+        return [{"version": s.version, "state": states.Name(s.state)} for s in response.model_version_status]
+
+    def _grpc_metadata(self) -> dict[str, Any]:
+        from tensorflow_serving.apis import get_model_metadata_pb2
+
+        request = get_model_metadata_pb2.GetModelMetadataRequest(metadata_field=["signature_def"])
+        self._model_spec(request.model_spec)
+        response = self._grpc_call(self._stub()[0].GetModelMetadata, request)
+        signatures = get_model_metadata_pb2.SignatureDefMap()
+        response.metadata["signature_def"].Unpack(signatures)
+        return {name: {"inputs": sorted(sig.inputs), "outputs": sorted(sig.outputs)}
+                for name, sig in signatures.signature_def.items()}
+
+    # --- REST -------------------------------------------------------------------
+
+    def _rest_path(self, suffix: str) -> str:
+        path = f"/v1/models/{self.model_name}"
+        if self.version is not None:
+            path += f"/versions/{self.version}"
+        elif self.label is not None:
+            path += f"/labels/{self.label}"
+        return path + suffix
+
+    def _rest(self, method: str, path: str, body: dict | None = None) -> dict:
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(self.rest_url + path, data=data, method=method,
+                                         headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+                return json.loads(response.read())
+        except urllib.error.HTTPError as err:
+            message = err.read().decode(errors="replace")
+            try:
+                message = json.loads(message).get("error", message)
+            except ValueError:
+                pass
+            if err.code == 503:
+                raise _Unavailable(message) from None
+            raise ServingClientError(f"{self._where()} refused the request (HTTP {err.code}): {message}") from None
+        except (urllib.error.URLError, ConnectionError) as err:
+            reason = getattr(err, "reason", err)
+            if isinstance(reason, TimeoutError) or "timed out" in str(reason):
+                raise ServingClientError(f"{self._where()} did not answer within {self.timeout_s} s") from None
+            raise _Unavailable(str(reason)) from None
+        except TimeoutError:
+            raise ServingClientError(f"{self._where()} did not answer within {self.timeout_s} s") from None
+
+    def _rest_predict(self, rows) -> list[Prediction]:
+        body = {"signature_name": RAW_SIGNATURE, "instances": [self.schema.to_instance(r) for r in rows]}
+        predictions = self._rest("POST", self._rest_path(":predict"), body)["predictions"]
+        return _predictions([p["label"] for p in predictions], [p["class_id"] for p in predictions],
+                            [p["probabilities"] for p in predictions])
+
+
+class _Unavailable(Exception):
+    """The server is not (yet) there: worth another try."""
+
+
+def _predictions(labels: list, class_ids: list, probabilities: list) -> list[Prediction]:
+    return [Prediction(label.decode() if isinstance(label, bytes) else label, int(class_id),
+                       [float(p) for p in row])
+            for label, class_id, row in zip(labels, class_ids, probabilities)]
