@@ -11,6 +11,7 @@ from typing import Sequence
 from pipeline import config as config_lib
 from pipeline.config import ConfigError, PipelineConfig
 from serving import commands as serving_commands
+from serving import predict_command
 from trainer_module import hardware
 
 
@@ -89,6 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument("--format", choices=("text", "json"), default="text")
 
     serving_commands.add_parser(commands)
+    predict_command.add_parser(commands)
 
     schema = commands.add_parser("schema", help="schema tools")
     schema_commands = schema.add_subparsers(dest="schema_command", required=True, metavar="SUBCOMMAND")
@@ -171,6 +173,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return provenance_commands.run(args)
         if args.command == "serving":
             return serving_commands.run(args)
+        if args.command == "predict":
+            return predict_command.run(args)
         if args.command == "schema":
             return _infer_schema(Path(args.data_root), Path(args.output), args.dataset, args.verbose)
     except (ConfigError, CliError) as err:

@@ -3,6 +3,8 @@ serves the pipeline's real pushed model on loopback: requests, routing, retries,
 
 from __future__ import annotations
 
+import json
+
 import portpicker
 import pytest
 import tensorflow as tf
@@ -10,6 +12,7 @@ from tensorflow_metadata.proto.v0 import schema_pb2
 
 from serving import client as client_lib
 from serving.client import RowSchema, ServingClient, ServingClientError
+from tests.conftest import turbotfx
 from tests.serving_test_server import FakeTfServing
 
 pytestmark = pytest.mark.e2e
@@ -134,3 +137,36 @@ def test_required_features_come_from_the_schema() -> None:
     with pytest.raises(ServingClientError, match="give exactly one server"):
         ServingClient()
     assert client_lib.DEFAULT_MODEL_NAME == "penguins"
+
+
+def _labels(output: str) -> list[str]:
+    return [line.split()[2] for line in output.splitlines() if line.startswith("row ")]
+
+
+def test_predict_command_in_process_and_against_the_server(server, first_run, tmp_path) -> None:
+    rows = json.dumps(ROWS)
+    in_process = turbotfx("predict", "--json", rows, home=first_run.home)
+    assert in_process.exit_code == 0, in_process.output
+    assert _labels(in_process.stdout) == server.in_process
+    for where in (("--grpc", server.grpc_target), ("--rest", server.rest_url)):
+        remote = turbotfx("predict", "--json", rows, *where, "--label", "canary", home=first_run.home)
+        assert remote.exit_code == 0, remote.output
+        assert _labels(remote.stdout) == server.in_process
+    assert [r["label"] for r in server.requests] == ["canary", "canary"]
+
+    table = tmp_path / "rows.csv"
+    table.write_text("species,island,sex,bill_length_mm,bill_depth_mm,flipper_length_mm,body_mass_g\n"
+                     "Gentoo,Biscoe,female,46.5,14.8,217,5200\nAdelie,Torgersen,,39.0,18.5,,3700\n")
+    from_csv = turbotfx("predict", "--csv", str(table), "--format", "json", home=first_run.home)
+    assert from_csv.exit_code == 0, from_csv.output
+    predicted = json.loads(from_csv.stdout)["predictions"]
+    assert [p["label"] for p in predicted] == [server.in_process[0], server.in_process[2]]
+
+
+def test_predict_command_errors(first_run, tmp_path) -> None:
+    bad_json = turbotfx("predict", "--json", "{island: Biscoe}", home=first_run.home)
+    assert bad_json.exit_code == 2 and "--json is not valid JSON" in bad_json.output
+    bad_row = turbotfx("predict", "--json", '{"bill_length_mm": "long"}', home=first_run.home)
+    assert bad_row.exit_code == 2 and "feature 'bill_length_mm' must be a number" in bad_row.output
+    nothing_pushed = turbotfx("predict", "--json", "{}", home=tmp_path)
+    assert nothing_pushed.exit_code == 2 and "no pushed model under" in nothing_pushed.output
