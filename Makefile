@@ -10,7 +10,7 @@ ARGS ?=
 PYTHON310 ?= $(shell for p in python3.10 $$(ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/versions/3.10.*/bin/python3.10 2>/dev/null | sort -V | tail -n 1); do \
 	"$$p" -c 'import sys; assert sys.version_info[:2] == (3, 10)' >/dev/null 2>&1 && { command -v "$$p"; break; }; done)
 
-.PHONY: run test test-fast lint bench bench-trainer bench-lineage lock clean
+.PHONY: run test test-fast lint bench bench-trainer bench-lineage bench-serving lock clean
 
 run: $(STAMP)
 	$(VENV)/bin/turbotfx run $(ARGS)
@@ -39,6 +39,10 @@ bench-trainer: $(STAMP)
 # `turbotfx lineage --latest` against a store holding 100 pipeline runs (one real run, copied).
 bench-lineage: $(STAMP)
 	$(PY) benchmarks/lineage_bench.py $(ARGS)
+
+# Serving latency in-process and the client's overhead against the loopback test server.
+bench-serving: $(STAMP)
+	$(PY) benchmarks/serving_bench.py $(ARGS)
 
 $(STAMP): pyproject.toml constraints.txt
 	@if [ -z "$(PYTHON310)" ]; then \

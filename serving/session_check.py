@@ -20,6 +20,8 @@ from serving import warmup
 
 # What TF Serving will expose; outputs are the same for both prediction signatures.
 PREDICTION_OUTPUTS = {"probabilities": tf.float32, "class_id": tf.int64, "label": tf.string}
+# Ranks TF Serving batches along: every tensor's first dimension is the batch (-1).
+OUTPUT_RANKS = {"probabilities": 2, "class_id": 1, "label": 1}
 EXPECTED_SIGNATURES = ("serving_default", "serving_raw", "transform_features")
 LATENCY_RUNS = {1: 100, 64: 30}
 
@@ -66,8 +68,10 @@ def check(model_dir: str, warmup_file: str, vocabulary: list[str]) -> dict:
 def _signature_problems(signature) -> list[str]:
     problems = []
     example_input = signature.inputs.get(warmup.INPUT_KEY)
-    if example_input is None or example_input.dtype != tf.string.as_datatype_enum:
-        problems.append("serving_default must take 'examples', a batch of serialized tf.Example strings")
+    if (example_input is None or example_input.dtype != tf.string.as_datatype_enum
+            or _dims(example_input) != [-1]):
+        problems.append("serving_default must take 'examples', a batch (shape [-1]) of serialized "
+                        "tf.Example strings")
     for key, dtype in PREDICTION_OUTPUTS.items():
         output = signature.outputs.get(key)
         if output is None:
@@ -75,7 +79,14 @@ def _signature_problems(signature) -> list[str]:
         elif output.dtype != dtype.as_datatype_enum:
             problems.append(f"serving_default output {key!r} is {tf.dtypes.as_dtype(output.dtype).name}, "
                             f"not {dtype.name}")
+        elif len(_dims(output)) != OUTPUT_RANKS[key] or _dims(output)[0] != -1:
+            problems.append(f"serving_default output {key!r} has shape {_dims(output)}; expected rank "
+                            f"{OUTPUT_RANKS[key]} with the batch first (-1)")
     return problems
+
+
+def _dims(tensor_info) -> list[int]:
+    return [dim.size for dim in tensor_info.tensor_shape.dim]
 
 
 def _output_problems(outputs: dict, batch_size: int, vocabulary: list[str]) -> list[str]:

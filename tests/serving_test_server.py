@@ -21,6 +21,7 @@ from pathlib import Path
 import grpc
 import numpy as np
 import tensorflow as tf
+from tensorflow.core.framework import types_pb2
 from tensorflow.core.protobuf import saved_model_pb2
 from tensorflow_serving.apis import (
     get_model_metadata_pb2,
@@ -106,12 +107,12 @@ class _PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
     def Predict(self, request, context):
         version = self._version(request.model_spec, context)
         signature = self.server.models[version].signatures[request.model_spec.signature_name or "serving_default"]
-        outputs = signature(**{key: tf.constant(tf.make_ndarray(value)) for key, value in request.inputs.items()})
+        outputs = signature(**{key: _tensor(value) for key, value in request.inputs.items()})
         response = predict_pb2.PredictResponse()
         response.model_spec.name = self.server.model_name
         response.model_spec.version.value = version
         for key, value in outputs.items():
-            response.outputs[key].CopyFrom(tf.make_tensor_proto(value.numpy()))
+            _fill(response.outputs[key], value.numpy())
         return response
 
     def GetModelMetadata(self, request, context):
@@ -212,3 +213,27 @@ def _signature_defs(saved_model_dir: str) -> dict:
     saved_model.ParseFromString((Path(saved_model_dir) / "saved_model.pb").read_bytes())
     return {name: signature for name, signature in saved_model.meta_graphs[0].signature_def.items()
             if not name.startswith("__")}
+
+
+def _tensor(proto) -> tf.Tensor:
+    """A request TensorProto as a tensor; string batches straight from string_val."""
+    if proto.dtype == types_pb2.DT_STRING and proto.string_val:
+        return tf.constant(list(proto.string_val))
+    return tf.constant(tf.make_ndarray(proto))
+
+
+def _fill(proto, array: np.ndarray) -> None:
+    """A response TensorProto filled field by field (tf.make_tensor_proto is slower)."""
+    for size in array.shape:
+        proto.tensor_shape.dim.add().size = size
+    if array.dtype == np.float32:
+        proto.dtype = types_pb2.DT_FLOAT
+        proto.float_val.extend(array.ravel().tolist())
+    elif array.dtype == np.int64:
+        proto.dtype = types_pb2.DT_INT64
+        proto.int64_val.extend(array.ravel().tolist())
+    elif array.dtype == object:
+        proto.dtype = types_pb2.DT_STRING
+        proto.string_val.extend(array.ravel().tolist())
+    else:
+        proto.CopyFrom(tf.make_tensor_proto(array))
