@@ -30,7 +30,7 @@ def lineage_text(lineage: dict[str, Any]) -> str:
         lines.append("├─ evaluation: none recorded")
     check = lineage.get("serving_check")
     if check:
-        verdict = (f"passed, p50 {check['p50_ms_b1']} ms (batch 1), {check['p50_ms_b64']} ms (batch 64)"
+        verdict = (f"passed, p50 {check['p50_ms_b1']:.2f} ms (batch 1), {check['p50_ms_b64']:.2f} ms (batch 64)"
                    if check["passed"] else f"FAILED: {check['problems']}")
         lines.append(f"├─ serving check {check['id']}: {verdict}")
     lines.append(f"└─ trainer execution {trainer['execution_id']} ({trainer['state']})")
@@ -53,7 +53,7 @@ def lineage_text(lineage: dict[str, Any]) -> str:
         lines.append(f"   ├─ schema {schema['id']}  {schema['uri']}")
     examples = lineage["examples"]
     if examples:
-        lines.append(f"   └─ examples {examples['id']}  span {examples['span']}, version {examples['version']}, "
+        lines.append(f"   └─ examples {examples['id']}  span {examples['span']}, version {_or_dash(examples['version'])}, "
                      f"splits {','.join(examples['splits'])}  {examples['uri']}")
         lines.append(f"      │  fingerprint {examples['fingerprint']}")
         statistics, anomalies = lineage["statistics"], lineage["anomalies"]

@@ -43,7 +43,9 @@ class Executor(pusher_executor.Executor):
         destination = pusher_pb2.PushDestination()
         proto_utils.json_to_proto(exec_properties[standard_component_specs.PUSH_DESTINATION_KEY], destination)
         if destination.WhichOneof("destination") != "filesystem":
-            raise NotImplementedError("turbotfx pushes to a filesystem destination only")
+            # Atomic rename and models.config need a filesystem; a Vertex endpoint push is issue 6.
+            raise ValueError(f"push destination {destination.WhichOneof('destination')!r} is not supported: "
+                             "turbotfx pushes to a filesystem directory (PushDestination.filesystem)")
         custom_config = json.loads(exec_properties.get(standard_component_specs.CUSTOM_CONFIG_KEY) or "null") or {}
         keep = int(custom_config.get(KEEP_VERSIONS_KEY, DEFAULT_KEEP_VERSIONS))
 
