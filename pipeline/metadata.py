@@ -89,6 +89,14 @@ def sqlite_url(path: Path) -> str:
     return f"sqlite://{path.resolve()}"
 
 
+def existing_store_url(metadata_url: str | None, sqlite_path: Path) -> str | None:
+    """The store to query: the URL given, else the SQLite file if a run made it. A query
+    must never create an empty store, so a missing file gives None."""
+    if metadata_url:
+        return metadata_url
+    return sqlite_url(sqlite_path) if Path(sqlite_path).is_file() else None
+
+
 def connection_config(
     url: str | MetadataUrl, environ: Mapping[str, str] | None = None
 ) -> metadata_store_pb2.ConnectionConfig:

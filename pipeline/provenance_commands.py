@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 from pipeline import config as config_lib
 from pipeline import lineage, lineage_render, metadata, runs
@@ -14,15 +13,14 @@ from pipeline.config import ConfigError, PipelineConfig
 def open_store(args: argparse.Namespace):
     """The store named by --metadata-url, else the workspace's SQLite store, which must exist:
     a query never creates an empty store."""
-    if args.metadata_url:
-        return metadata.open_store(args.metadata_url)
     path = PipelineConfig(home=args.home or config_lib.default_home()).metadata_path
-    if not Path(path).is_file():
+    url = metadata.existing_store_url(args.metadata_url, path)
+    if url is None:
         raise ConfigError(
             f"no metadata store at {path}: run the pipeline first (`turbotfx run`), or point to the "
             "workspace with --home or to another store with --metadata-url"
         )
-    return metadata.open_store(metadata.sqlite_url(path))
+    return metadata.open_store(url)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -30,9 +30,14 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
             action.add_argument("--format", choices=("text", "json"), default="text")
 
 
-def run(args: argparse.Namespace) -> int:
+def workspace_config(args: argparse.Namespace) -> PipelineConfig:
+    """The workspace's config from --home, --dataset and --model-name (the rest: defaults)."""
     given = {"home": args.home or config_lib.default_home(), "dataset": args.dataset, "model_name": args.model_name}
-    config = PipelineConfig(**{key: value for key, value in given.items() if value is not None})
+    return PipelineConfig(**{key: value for key, value in given.items() if value is not None})
+
+
+def run(args: argparse.Namespace) -> int:
+    config = workspace_config(args)
     serving_root, name = config.serving_dir.parent, config.serving_dir.name
     if args.serving_command == "promote":
         current = model_config.promote(serving_root, name, args.version)
@@ -49,8 +54,7 @@ def _origins(args: argparse.Namespace, config: PipelineConfig, versions: list[in
     """Model artifact and pipeline run of each version, from MLMD (when a store exists)."""
     from pipeline import lineage, metadata
 
-    url = args.metadata_url or (metadata.sqlite_url(config.metadata_path) if Path(config.metadata_path).is_file()
-                                else None)
+    url = metadata.existing_store_url(args.metadata_url, config.metadata_path)
     if url is None:
         return {}
     store = metadata.open_store(url)

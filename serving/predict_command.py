@@ -13,6 +13,7 @@ from pipeline import config as config_lib
 from pipeline.config import ConfigError, PipelineConfig
 from serving import push
 from serving.client import Prediction, RowSchema, ServingClient
+from serving.commands import workspace_config
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -34,8 +35,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    given = {"home": args.home or config_lib.default_home(), "dataset": args.dataset, "model_name": args.model_name}
-    config = PipelineConfig(**{key: value for key, value in given.items() if value is not None})
+    config = workspace_config(args)
     rows = _rows(args, config)
     if args.grpc or args.rest:
         client = ServingClient(grpc_target=args.grpc, rest_url=args.rest, model_name=config.model_name,
