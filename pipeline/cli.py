@@ -1,4 +1,4 @@
-"""`turbotfx` command line: run the pipeline, ask MLMD about models and runs, infer a schema."""
+"""`turbotfx` command line: run or compile the pipeline, ask MLMD about models and runs, serve, infer a schema."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Sequence
 
 from pipeline import config as config_lib
+from pipeline import deploy_commands
 from pipeline.config import ConfigError, PipelineConfig
 from serving import commands as serving_commands
 from serving import predict_command
@@ -27,36 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser("run", help="run the whole pipeline (default: penguins in ./workspace)")
     add_workspace_args(run)
-    run.add_argument("--pipeline-name", help="pipeline name in MLMD (default: turbotfx)")
-    run.add_argument("--rows", type=int, help="rows of the synthetic dataset (default: 100000)")
-    run.add_argument("--model-name", help="name of the model under the serving dir (default: the dataset's)")
-    run.add_argument("--split", type=_split, help="train:eval hash buckets (default: 4:1)")
-    run.add_argument("--epochs", type=int, help="training epochs (default: 20 penguins, 3 synthetic)")
-    run.add_argument("--batch-size", type=int,
-                     help="training batch size per replica (default: 32 penguins, 256 synthetic)")
-    run.add_argument("--learning-rate", type=float,
-                     help="Adam learning rate (default: 0.01 penguins, 0.002 synthetic)")
-    run.add_argument("--min-accuracy", type=float,
-                     help="accuracy a model needs to be blessed (default: 0.6 penguins, 0.7 synthetic)")
-    run.add_argument("--max-accuracy-drop", type=float,
-                     help="how far below the last blessed model's accuracy a model may be (default: 0.02)")
-    run.add_argument("--keep-versions", type=int,
-                     help="pushed versions kept under the serving dir; stable/canary always are (default: 5)")
-    run.add_argument("--strategy", choices=hardware.STRATEGIES,
-                     help="tf.distribute strategy for the Trainer (default: auto, from the devices)")
-    run.add_argument("--precision", choices=hardware.PRECISIONS,
-                     help="Keras mixed-precision policy for training (default: auto)")
-    run.add_argument("--xla", choices=hardware.XLA_MODES,
-                     help="XLA-compile the training step (default: auto: on for GPU/TPU)")
-    run.add_argument("--steps-per-execution", type=int,
-                     help="training steps per tf.function call (default: 32)")
-    run.add_argument("--accumulation-steps", type=int,
-                     help="micro-batches per optimizer step (gradient accumulation; default: 1)")
-    run.add_argument("--scale-learning-rate", action="store_true",
-                     help="multiply the learning rate by the number of replicas (linear scaling)")
-    run.add_argument("--histogram-freq", type=int,
-                     help="epochs between TensorBoard weight histograms, 0 for none (default: 5)")
-    run.add_argument("--profile-batches", help="TensorBoard-profile batches START,END, e.g. 2,4")
+    add_pipeline_args(run)
     run.add_argument("--beam-mode", choices=config_lib.BEAM_MODES,
                      help="Beam DirectRunner mode (default: auto, by data size)")
     run.add_argument("--metadata-url",
@@ -89,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument("--versions", action="store_true", help="A and B are serving versions, not artifact ids")
     diff.add_argument("--format", choices=("text", "json"), default="text")
 
+    deploy_commands.add_parsers(commands)
     serving_commands.add_parser(commands)
     predict_command.add_parser(commands)
 
@@ -101,6 +74,40 @@ def build_parser() -> argparse.ArgumentParser:
     infer.add_argument("--output", default="inferred_schema.pbtxt", help="schema file to write")
     infer.add_argument("-v", "--verbose", action="store_true", help="show TF and Beam logs")
     return parser
+
+
+def add_pipeline_args(parser: argparse.ArgumentParser) -> None:
+    """What the pipeline trains and how: shared by `run` and `compile`."""
+    parser.add_argument("--pipeline-name", help="pipeline name in MLMD (default: turbotfx)")
+    parser.add_argument("--rows", type=int, help="rows of the synthetic dataset (default: 100000)")
+    parser.add_argument("--model-name", help="name of the model under the serving dir (default: the dataset's)")
+    parser.add_argument("--split", type=_split, help="train:eval hash buckets (default: 4:1)")
+    parser.add_argument("--epochs", type=int, help="training epochs (default: 20 penguins, 3 synthetic)")
+    parser.add_argument("--batch-size", type=int,
+                     help="training batch size per replica (default: 32 penguins, 256 synthetic)")
+    parser.add_argument("--learning-rate", type=float,
+                     help="Adam learning rate (default: 0.01 penguins, 0.002 synthetic)")
+    parser.add_argument("--min-accuracy", type=float,
+                     help="accuracy a model needs to be blessed (default: 0.6 penguins, 0.7 synthetic)")
+    parser.add_argument("--max-accuracy-drop", type=float,
+                     help="how far below the last blessed model's accuracy a model may be (default: 0.02)")
+    parser.add_argument("--keep-versions", type=int,
+                     help="pushed versions kept under the serving dir; stable/canary always are (default: 5)")
+    parser.add_argument("--strategy", choices=hardware.STRATEGIES,
+                     help="tf.distribute strategy for the Trainer (default: auto, from the devices)")
+    parser.add_argument("--precision", choices=hardware.PRECISIONS,
+                     help="Keras mixed-precision policy for training (default: auto)")
+    parser.add_argument("--xla", choices=hardware.XLA_MODES,
+                     help="XLA-compile the training step (default: auto: on for GPU/TPU)")
+    parser.add_argument("--steps-per-execution", type=int,
+                     help="training steps per tf.function call (default: 32)")
+    parser.add_argument("--accumulation-steps", type=int,
+                     help="micro-batches per optimizer step (gradient accumulation; default: 1)")
+    parser.add_argument("--scale-learning-rate", action="store_true",
+                     help="multiply the learning rate by the number of replicas (linear scaling)")
+    parser.add_argument("--histogram-freq", type=int,
+                     help="epochs between TensorBoard weight histograms, 0 for none (default: 5)")
+    parser.add_argument("--profile-batches", help="TensorBoard-profile batches START,END, e.g. 2,4")
 
 
 def add_workspace_args(parser: argparse.ArgumentParser) -> None:
@@ -126,10 +133,10 @@ def _split(text: str) -> tuple[int, int]:
 def config_from_args(args: argparse.Namespace) -> PipelineConfig:
     split = getattr(args, "split", None) or (None, None)
     given = dict(
-        home=args.home or config_lib.default_home(),
+        home=getattr(args, "home", None) or config_lib.default_home(),
         dataset=args.dataset,
         rows=getattr(args, "rows", None),
-        data_root=args.data_root,
+        data_root=getattr(args, "data_root", None),
         pipeline_name=getattr(args, "pipeline_name", None),
         model_name=getattr(args, "model_name", None),
         train_buckets=split[0],
@@ -171,6 +178,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             from pipeline import provenance_commands
 
             return provenance_commands.run(args)
+        if args.command in ("compile", "submit"):
+            return deploy_commands.run(args)
         if args.command == "serving":
             return serving_commands.run(args)
         if args.command == "predict":

@@ -349,6 +349,10 @@ def hyperparameters(trainer: mlmd_pb.Execution) -> dict[str, Any]:
               if key != CODE_FINGERPRINT}
     for name in ("train_args", "eval_args"):
         values[name] = _json_property(trainer, name)
+    # A compiled pipeline's runtime parameter overrides custom_config's epochs.
+    epochs = _property(trainer, "epochs")
+    if epochs is not None:
+        values["epochs"] = int(epochs)
     return values
 
 

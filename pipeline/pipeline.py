@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from typing import Mapping
 
 import tensorflow_model_analysis as tfma
 
@@ -17,7 +18,7 @@ from tfx.components.schema_gen.import_schema_gen.component import ImportSchemaGe
 from tfx.components.statistics_gen.component import StatisticsGen
 from tfx.components.trainer.component import Trainer
 from tfx.components.transform.component import Transform
-from tfx.dsl.components.base import executor_spec
+from tfx.dsl.components.base import base_component, executor_spec
 from tfx.dsl.components.common.resolver import Resolver
 from tfx.dsl.input_resolution.strategies.latest_blessed_model_strategy import LatestBlessedModelStrategy
 from tfx.orchestration import pipeline as tfx_pipeline
@@ -30,8 +31,9 @@ from components.atomic_pusher import executor as atomic_pusher
 from components.reporting_evaluator import executor as reporting_evaluator
 from components.reporting_trainer import executor as reporting_trainer
 from components.serving_check.component import ServingCheck
-from pipeline import schemas
-from pipeline.config import PipelineConfig
+from pipeline import deployment as deployment_lib
+from pipeline.config import ConfigError, PipelineConfig
+from pipeline.deployment import Deployment, Setting, VertexEndpoint
 from trainer_module import features
 
 PREPROCESSING_FN = "trainer_module.preprocessing.preprocessing_fn"
@@ -46,15 +48,19 @@ def create_pipeline(
     data_root: Path | None = None,
     beam_pipeline_args: list[str] | None = None,
     metadata_connection_config=None,
+    deployment: Deployment | None = None,
 ) -> tfx_pipeline.Pipeline:
     """The pipeline, from CSV files to a pushed model.
 
     Transform and Trainer get their functions by import path (not module_file), so the
-    same definition runs locally and in a container without uploading code.
+    same definition runs locally and in a container without uploading code. deployment
+    (default: a local run) says where things live and which settings are runtime
+    parameters (see pipeline/deployment.py).
     """
+    deployment = deployment or deployment_lib.local(config, data_root)
     trainer_fingerprint = code_fingerprint()
     example_gen = CsvExampleGen(
-        input_base=str(data_root or config.data_path),
+        input_base=deployment.data_root,
         output_config=example_gen_pb2.Output(
             split_config=example_gen_pb2.SplitConfig(
                 splits=[
@@ -65,10 +71,7 @@ def create_pipeline(
         ),
     )
     statistics_gen = StatisticsGen(examples=example_gen.outputs["examples"])
-    schema_file = schemas.content_addressed_copy(
-        schemas.schema_file(config.dataset), config.pipeline_root / "curated_schemas"
-    )
-    schema_gen = ImportSchemaGen(schema_file=str(schema_file))
+    schema_gen = ImportSchemaGen(schema_file=deployment.schema_file)
     example_validator = ExampleValidator(
         statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"]
     )
@@ -91,14 +94,12 @@ def create_pipeline(
     transform.add_upstream_node(anomaly_gate)
     trainer = Trainer(
         run_fn=RUN_FN,
-        # Records the training report on the Model artifact (see the executor).
-        custom_executor_spec=executor_spec.ExecutorClassSpec(reporting_trainer.Executor),
         examples=transform.outputs["transformed_examples"],
         transform_graph=transform.outputs["transform_graph"],
         schema=schema_gen.outputs["schema"],
         train_args=trainer_pb2.TrainArgs(),
         eval_args=trainer_pb2.EvalArgs(),
-        custom_config={
+        custom_config=trainer_config(deployment) | {
             "dataset": config.dataset,
             "epochs": config.epochs,
             "batch_size": config.batch_size,
@@ -115,6 +116,10 @@ def create_pipeline(
             "code_fingerprint": trainer_fingerprint,
         },
     )
+    # Records the training report on the Model artifact (see the executor), here or
+    # after a Vertex AI Training job.
+    trainer.executor_spec = executor_spec.ExecutorClassSpec(trainer_executor(deployment))
+    add_exec_property(trainer, reporting_trainer.EPOCHS_KEY, deployment.epochs)
     model_resolver = Resolver(
         strategy_class=LatestBlessedModelStrategy,
         model=Channel(type=standard_artifacts.Model),
@@ -128,6 +133,7 @@ def create_pipeline(
     )
     # Records the overall metrics on the ModelEvaluation artifact (see the executor).
     evaluator.executor_spec = executor_spec.BeamExecutorSpec(reporting_evaluator.Executor)
+    add_exec_property(evaluator, reporting_evaluator.MIN_ACCURACY_KEY, deployment.min_accuracy)
     serving_check = ServingCheck(
         model=trainer.outputs["model"],
         examples=example_gen.outputs["examples"],
@@ -140,32 +146,108 @@ def create_pipeline(
         model_blessing=evaluator.outputs["blessing"],
         infra_blessing=serving_check.outputs["blessing"],
         push_destination=pusher_pb2.PushDestination(
-            filesystem=pusher_pb2.PushDestination.Filesystem(base_directory=str(config.serving_dir))
+            filesystem=pusher_pb2.PushDestination.Filesystem(base_directory=deployment.serving_dir)
         ),
         custom_config={atomic_pusher.KEEP_VERSIONS_KEY: config.keep_versions},
     )
-    # Atomic push, stable/canary labels in models.config, retention (see the executor).
-    pusher.executor_spec = executor_spec.ExecutorClassSpec(atomic_pusher.Executor)
+    if deployment.serving_on_filesystem:
+        # Atomic push, stable/canary labels in models.config, retention (see the executor).
+        # An object store has no atomic rename: there TFX's own Pusher copies the model.
+        pusher.executor_spec = executor_spec.ExecutorClassSpec(atomic_pusher.Executor)
+    components = [
+        example_gen,
+        statistics_gen,
+        schema_gen,
+        example_validator,
+        anomaly_gate,
+        transform,
+        trainer,
+        model_resolver,
+        evaluator,
+        serving_check,
+        pusher,
+    ]
+    if deployment.vertex_endpoint:
+        components.append(vertex_endpoint_pusher(
+            deployment.vertex_endpoint, trainer, evaluator, serving_check))
+    apply_resources(components, deployment.resources)
     return tfx_pipeline.Pipeline(
         pipeline_name=config.pipeline_name,
-        pipeline_root=str(config.pipeline_root),
-        components=[
-            example_gen,
-            statistics_gen,
-            schema_gen,
-            example_validator,
-            anomaly_gate,
-            transform,
-            trainer,
-            model_resolver,
-            evaluator,
-            serving_check,
-            pusher,
-        ],
+        pipeline_root=deployment.pipeline_root,
+        components=components,
         enable_cache=config.enable_cache,
         metadata_connection_config=metadata_connection_config,
         beam_pipeline_args=beam_pipeline_args or [],
     )
+
+
+def add_exec_property(component: base_component.BaseComponent, key: str, value: Setting) -> None:
+    """Adds a top-level exec property that our executor reads.
+
+    Runtime parameters can only be whole exec properties (not entries of custom_config or
+    fields of a proto), so the settings that a compiled pipeline takes at submit time sit
+    beside the component's own properties. Locally they hold the same fixed values.
+    """
+    component.exec_properties[key] = value
+
+
+def trainer_executor(deployment: Deployment) -> type:
+    if deployment.vertex_training:
+        from components.reporting_trainer import vertex_executor  # imports the Vertex AI client
+
+        return vertex_executor.Executor
+    return reporting_trainer.Executor
+
+
+def trainer_config(deployment: Deployment) -> dict[str, object]:
+    """custom_config entries that send the Trainer to Vertex AI Training."""
+    training = deployment.vertex_training
+    if not training:
+        return {}
+    from tfx.extensions.google_cloud_ai_platform import constants
+    from tfx.extensions.google_cloud_ai_platform.trainer import executor as vertex_trainer
+
+    return {
+        constants.ENABLE_VERTEX_KEY: True,
+        constants.VERTEX_REGION_KEY: training.region,
+        vertex_trainer.TRAINING_ARGS_KEY: {
+            "project": training.project,
+            "worker_pool_specs": training.worker_pool_specs(),
+        },
+    }
+
+
+def vertex_endpoint_pusher(endpoint: VertexEndpoint, trainer, evaluator, serving_check):
+    """Deploys the same blessed model to a Vertex AI endpoint, beside the filesystem push."""
+    from tfx.extensions.google_cloud_ai_platform import constants
+    from tfx.extensions.google_cloud_ai_platform.pusher.component import Pusher as VertexPusher
+
+    return VertexPusher(
+        model=trainer.outputs["model"],
+        model_blessing=evaluator.outputs["blessing"],
+        infra_blessing=serving_check.outputs["blessing"],
+        custom_config={
+            constants.ENABLE_VERTEX_KEY: True,
+            constants.VERTEX_REGION_KEY: endpoint.region,
+            constants.VERTEX_CONTAINER_IMAGE_URI_KEY: endpoint.serving_image,
+            constants.SERVING_ARGS_KEY: {
+                "project_id": endpoint.project,
+                "endpoint_name": endpoint.endpoint_name,
+                "machine_type": endpoint.machine_type,
+            },
+        },
+    ).with_id("VertexEndpointPusher")
+
+
+def apply_resources(components: list, resources: Mapping[str, object]) -> None:
+    """CPU, memory and accelerator requests per node (Kubeflow / Vertex runners only)."""
+    by_id = {component.id: component for component in components}
+    unknown = sorted(set(resources) - set(by_id))
+    if unknown:
+        raise ConfigError(f"no component named {', '.join(unknown)} to give resources to; "
+                          f"components: {', '.join(by_id)}")
+    for node_id, spec in resources.items():
+        by_id[node_id].with_platform_config(spec)
 
 
 def code_fingerprint(sources: tuple[str, ...] | None = None) -> str:

@@ -11,11 +11,17 @@ import math
 from typing import Any
 
 import tensorflow_model_analysis as tfma
+from google.protobuf import json_format
 from tfx import types
 from tfx.components.evaluator import executor as evaluator_executor
 from tfx.types import artifact_utils
 
 PROPERTY_PREFIX = "metric_"
+# Top-level exec property (a runtime parameter in a compiled pipeline) that replaces the
+# lower bound of the accuracy threshold in eval_config: runtime parameters cannot live
+# inside a proto property.
+MIN_ACCURACY_KEY = "min_accuracy"
+ACCURACY_CLASS_NAME = "SparseCategoricalAccuracy"
 # TFMA names the models only when there is a baseline to compare with.
 CANDIDATE_NAMES = ("", "candidate")
 
@@ -27,9 +33,29 @@ class Executor(evaluator_executor.Executor):
         output_dict: dict[str, list[types.Artifact]],
         exec_properties: dict[str, Any],
     ) -> None:
-        super().Do(input_dict, output_dict, exec_properties)
+        super().Do(input_dict, output_dict, with_runtime_threshold(exec_properties))
         evaluation = artifact_utils.get_single_instance(output_dict["evaluation"])
         record_metrics(evaluation, overall_metrics(evaluation.uri))
+
+
+def with_runtime_threshold(exec_properties: dict[str, Any]) -> dict[str, Any]:
+    """exec_properties whose accuracy thresholds take the `min_accuracy` property, if set."""
+    min_accuracy = exec_properties.get(MIN_ACCURACY_KEY)
+    if min_accuracy is None:
+        return exec_properties
+    min_accuracy = float(min_accuracy)
+    if not 0.0 <= min_accuracy <= 1.0:
+        raise ValueError(f"min_accuracy must be in [0, 1], got {min_accuracy}; "
+                         "set the 'min_accuracy' pipeline parameter to a fraction")
+    eval_config = tfma.EvalConfig()
+    json_format.Parse(exec_properties["eval_config"], eval_config)
+    for metrics_spec in eval_config.metrics_specs:
+        for metric in metrics_spec.metrics:
+            if metric.class_name != ACCURACY_CLASS_NAME:
+                continue
+            for per_slice in metric.per_slice_thresholds:
+                per_slice.threshold.value_threshold.lower_bound.value = min_accuracy
+    return {**exec_properties, "eval_config": json_format.MessageToJson(eval_config, sort_keys=True)}
 
 
 def overall_metrics(evaluation_uri: str) -> dict[str, float]:

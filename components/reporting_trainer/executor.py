@@ -21,6 +21,9 @@ from tfx.utils import io_utils
 from trainer_module.train import REPORT_FILE
 
 PROPERTY_PREFIX = "training_"
+# Top-level exec property (a runtime parameter in a compiled pipeline) that overrides the
+# epochs in custom_config: runtime parameters cannot live inside a dict property.
+EPOCHS_KEY = "epochs"
 
 
 class Executor(trainer_executor.GenericExecutor):
@@ -30,13 +33,29 @@ class Executor(trainer_executor.GenericExecutor):
         output_dict: dict[str, list[types.Artifact]],
         exec_properties: dict[str, Any],
     ) -> None:
-        super().Do(input_dict, output_dict, exec_properties)
-        model_run_uri = artifact_utils.get_single_uri(output_dict["model_run"])
-        report_path = os.path.join(model_run_uri, REPORT_FILE)
-        if not io_utils.fileio.exists(report_path):
-            return  # a run_fn that writes no report: nothing to record
-        report = json.loads(io_utils.read_string_file(report_path))
-        record_report(artifact_utils.get_single_instance(output_dict["model"]), report)
+        super().Do(input_dict, output_dict, with_runtime_epochs(exec_properties))
+        record_training_report(output_dict)
+
+
+def record_training_report(output_dict: dict[str, list[types.Artifact]]) -> None:
+    """Copies model_run's training_report.json onto the Model artifact."""
+    report_path = os.path.join(artifact_utils.get_single_uri(output_dict["model_run"]), REPORT_FILE)
+    if not io_utils.fileio.exists(report_path):
+        return  # a run_fn that writes no report: nothing to record
+    report = json.loads(io_utils.read_string_file(report_path))
+    record_report(artifact_utils.get_single_instance(output_dict["model"]), report)
+
+
+def with_runtime_epochs(exec_properties: dict[str, Any]) -> dict[str, Any]:
+    """exec_properties with custom_config's epochs replaced by the `epochs` property, if set."""
+    epochs = exec_properties.get(EPOCHS_KEY)
+    if epochs is None:
+        return exec_properties
+    if int(epochs) < 1:
+        raise ValueError(f"epochs must be at least 1, got {epochs}; set the 'epochs' pipeline parameter to 1 or more")
+    custom_config = json.loads(exec_properties.get("custom_config") or "null") or {}
+    custom_config["epochs"] = int(epochs)
+    return {**exec_properties, "custom_config": json.dumps(custom_config, sort_keys=True)}
 
 
 def record_report(model: types.Artifact, report: dict[str, Any]) -> None:

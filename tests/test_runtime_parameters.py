@@ -1,0 +1,77 @@
+"""Runtime parameters reach the executors that read them; Beam args per runner."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import tensorflow_model_analysis as tfma
+from google.protobuf import json_format
+
+from components.reporting_evaluator import executor as reporting_evaluator
+from components.reporting_trainer import executor as reporting_trainer
+from pipeline.config import ConfigError, PipelineConfig
+from pipeline.pipeline import eval_config
+from pipeline.runners import beam_args
+
+
+def accuracy_lower_bounds(config_json: str) -> list[float]:
+    config = tfma.EvalConfig()
+    json_format.Parse(config_json, config)
+    return [per_slice.threshold.value_threshold.lower_bound.value
+            for spec in config.metrics_specs for metric in spec.metrics
+            if metric.class_name == reporting_evaluator.ACCURACY_CLASS_NAME
+            for per_slice in metric.per_slice_thresholds]
+
+
+def test_min_accuracy_replaces_the_compiled_threshold():
+    compiled = json_format.MessageToJson(eval_config(PipelineConfig(min_accuracy=0.6)))
+    assert accuracy_lower_bounds(compiled) == [0.6]
+    props = {"eval_config": compiled, reporting_evaluator.MIN_ACCURACY_KEY: 0.93}
+    overridden = reporting_evaluator.with_runtime_threshold(props)
+    assert accuracy_lower_bounds(overridden["eval_config"]) == [0.93]
+    # The change threshold against the baseline stays as compiled.
+    assert "changeThreshold" in overridden["eval_config"] or "change_threshold" in overridden["eval_config"]
+    assert props["eval_config"] == compiled  # the caller's dict is not changed
+    assert reporting_evaluator.with_runtime_threshold({"eval_config": compiled}) == {"eval_config": compiled}
+
+
+def test_min_accuracy_out_of_range_names_the_parameter():
+    compiled = json_format.MessageToJson(eval_config(PipelineConfig()))
+    with pytest.raises(ValueError, match="set the 'min_accuracy' pipeline parameter"):
+        reporting_evaluator.with_runtime_threshold({"eval_config": compiled, "min_accuracy": 1.5})
+
+
+def test_epochs_replaces_custom_config_epochs():
+    props = {"custom_config": json.dumps({"epochs": 20, "learning_rate": 0.01}), "epochs": 3.0}
+    overridden = reporting_trainer.with_runtime_epochs(props)
+    assert json.loads(overridden["custom_config"]) == {"epochs": 3, "learning_rate": 0.01}
+    assert reporting_trainer.with_runtime_epochs({"custom_config": "{}"}) == {"custom_config": "{}"}
+    with pytest.raises(ValueError, match="'epochs' pipeline parameter"):
+        reporting_trainer.with_runtime_epochs({"custom_config": "{}", "epochs": 0})
+
+
+def test_beam_args_per_runner():
+    assert beam_args.pipeline_args(beam_args.BeamOptions()) == []
+    dataflow = beam_args.pipeline_args(beam_args.BeamOptions(
+        runner="dataflow", project="p", region="europe-west4", temp_location="gs://b/tmp",
+        requirements_file="requirements.txt", extra=("--max_num_workers=5",)), image="img:1")
+    assert dataflow == ["--runner=DataflowRunner", "--project=p", "--region=europe-west4",
+                        "--temp_location=gs://b/tmp", "--sdk_container_image=img:1",
+                        "--experiments=use_runner_v2", "--requirements_file=requirements.txt",
+                        "--max_num_workers=5"]
+    spark = beam_args.pipeline_args(beam_args.BeamOptions(runner="spark", job_endpoint="spark:8099",
+                                                          worker_image="worker:2"), image="img:1")
+    assert spark == ["--runner=PortableRunner", "--job_endpoint=spark:8099",
+                     "--environment_type=DOCKER", "--environment_config=worker:2"]
+
+
+@pytest.mark.parametrize("options, message", [
+    (beam_args.BeamOptions(runner="samza"), "unknown Beam runner 'samza'"),
+    (beam_args.BeamOptions(runner="dataflow", project="p", region="r", temp_location="/tmp"),
+     "temp location must be a gs:// path"),
+    (beam_args.BeamOptions(runner="flink"), "the Flink runner needs --job-endpoint"),
+])
+def test_bad_beam_options(options, message):
+    with pytest.raises(ConfigError, match=message):
+        beam_args.pipeline_args(options)
