@@ -69,6 +69,7 @@ def validate(options: CompileOptions, config: PipelineConfig) -> None:
     if config.metadata_url:
         raise ConfigError("--metadata-url is for local runs; Vertex AI and Kubeflow record to "
                           "their own MLMD store")
+    beam_args.pipeline_args(options.beam, options.image)  # raises on incomplete runner settings
 
 
 def deployment(config: PipelineConfig, options: CompileOptions) -> Deployment:
