@@ -210,9 +210,10 @@ def trainer_config(deployment: Deployment) -> dict[str, object]:
     return {
         constants.ENABLE_VERTEX_KEY: True,
         constants.VERTEX_REGION_KEY: training.region,
+        # A CustomJob: TFX's runner takes the project out and runs the job spec.
         vertex_trainer.TRAINING_ARGS_KEY: {
             "project": training.project,
-            "worker_pool_specs": training.worker_pool_specs(),
+            "job_spec": {"worker_pool_specs": training.worker_pool_specs()},
         },
     }
 

@@ -183,7 +183,8 @@ def test_hyperparameters_and_training_setup_are_in_the_trainer_task(compiled):
     # Vertex AI Training: a chief pool and a worker pool, each with the accelerators.
     assert custom_config["ai_platform_enable_vertex"] is True
     assert custom_config["ai_platform_vertex_region"] == "us-central1"
-    pools = custom_config["ai_platform_training_args"]["worker_pool_specs"]
+    assert custom_config["ai_platform_training_args"]["project"] == "demo-project"
+    pools = custom_config["ai_platform_training_args"]["job_spec"]["worker_pool_specs"]
     assert [pool["replica_count"] for pool in pools] == [1, 2]
     for pool in pools:
         assert pool["machine_spec"] == {"machine_type": "n1-standard-16",
