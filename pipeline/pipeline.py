@@ -32,8 +32,9 @@ from components.reporting_evaluator import executor as reporting_evaluator
 from components.reporting_trainer import executor as reporting_trainer
 from components.serving_check.component import ServingCheck
 from pipeline import deployment as deployment_lib
+from pipeline import vertex
 from pipeline.config import ConfigError, PipelineConfig
-from pipeline.deployment import Deployment, Setting, VertexEndpoint
+from pipeline.deployment import Deployment, Setting
 from trainer_module import features
 
 PREPROCESSING_FN = "trainer_module.preprocessing.preprocessing_fn"
@@ -99,7 +100,7 @@ def create_pipeline(
         schema=schema_gen.outputs["schema"],
         train_args=trainer_pb2.TrainArgs(),
         eval_args=trainer_pb2.EvalArgs(),
-        custom_config=trainer_config(deployment) | {
+        custom_config=vertex.training_config(deployment.vertex_training) | {
             "dataset": config.dataset,
             "epochs": config.epochs,
             "batch_size": config.batch_size,
@@ -168,7 +169,7 @@ def create_pipeline(
         pusher,
     ]
     if deployment.vertex_endpoint:
-        components.append(vertex_endpoint_pusher(
+        components.append(vertex.endpoint_pusher(
             deployment.vertex_endpoint, trainer, evaluator, serving_check))
     apply_resources(components, deployment.resources)
     return tfx_pipeline.Pipeline(
@@ -197,47 +198,6 @@ def trainer_executor(deployment: Deployment) -> type:
 
         return vertex_executor.Executor
     return reporting_trainer.Executor
-
-
-def trainer_config(deployment: Deployment) -> dict[str, object]:
-    """custom_config entries that send the Trainer to Vertex AI Training."""
-    training = deployment.vertex_training
-    if not training:
-        return {}
-    from tfx.extensions.google_cloud_ai_platform import constants
-    from tfx.extensions.google_cloud_ai_platform.trainer import executor as vertex_trainer
-
-    return {
-        constants.ENABLE_VERTEX_KEY: True,
-        constants.VERTEX_REGION_KEY: training.region,
-        # A CustomJob: TFX's runner takes the project out and runs the job spec.
-        vertex_trainer.TRAINING_ARGS_KEY: {
-            "project": training.project,
-            "job_spec": {"worker_pool_specs": training.worker_pool_specs()},
-        },
-    }
-
-
-def vertex_endpoint_pusher(endpoint: VertexEndpoint, trainer, evaluator, serving_check):
-    """Deploys the same blessed model to a Vertex AI endpoint, beside the filesystem push."""
-    from tfx.extensions.google_cloud_ai_platform import constants
-    from tfx.extensions.google_cloud_ai_platform.pusher.component import Pusher as VertexPusher
-
-    return VertexPusher(
-        model=trainer.outputs["model"],
-        model_blessing=evaluator.outputs["blessing"],
-        infra_blessing=serving_check.outputs["blessing"],
-        custom_config={
-            constants.ENABLE_VERTEX_KEY: True,
-            constants.VERTEX_REGION_KEY: endpoint.region,
-            constants.VERTEX_CONTAINER_IMAGE_URI_KEY: endpoint.serving_image,
-            constants.SERVING_ARGS_KEY: {
-                "project_id": endpoint.project,
-                "endpoint_name": endpoint.endpoint_name,
-                "machine_type": endpoint.machine_type,
-            },
-        },
-    ).with_id("VertexEndpointPusher")
 
 
 def apply_resources(components: list, resources: Mapping[str, object]) -> None:
