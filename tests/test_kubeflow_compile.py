@@ -199,6 +199,42 @@ def test_hyperparameters_and_training_setup_are_in_the_trainer_task(compiled):
     assert endpoint["ai_platform_serving_args"]["project_id"] == "demo-project"
 
 
+def test_vertex_training_job_runs_our_executor_in_the_image(compiled):
+    """TFX's own Vertex job builder, fed the compiled Trainer task: the CustomJob it would start."""
+    from tfx.extensions.google_cloud_ai_platform import training_clients
+    from tfx.types import standard_artifacts
+    from tfx.utils import name_utils
+
+    from components.reporting_trainer import vertex_executor
+
+    class OfflineVertexClient(training_clients.VertexJobClient):
+        def create_client(self) -> None:  # the job is built, never sent
+            self._client = None
+
+    trainer = vertex_spec(compiled["vertex"]).root.dag.tasks["Trainer"]
+    exec_properties = {name: constant(trainer, name) for name in ("custom_config", "run_fn", "train_args")}
+    exec_properties["epochs"] = 4  # the runtime parameter's value at run time
+    custom_config = json.loads(exec_properties["custom_config"])
+    job_args = dict(custom_config["ai_platform_training_args"])
+    assert job_args.pop("project") == "demo-project"  # what TFX's runner does before building
+    model = standard_artifacts.Model()
+    model.uri = "gs://demo-bucket/pipelines/Trainer/model/1"
+    inner_executor = name_utils.get_full_name(vertex_executor.Executor()._GetExecutorClass())
+    job = OfflineVertexClient(custom_config["ai_platform_vertex_region"]).create_training_job(
+        {}, {"model": [model]}, exec_properties, inner_executor, job_args, None, None)
+
+    pools = job["job_spec"]["worker_pool_specs"]
+    assert [pool["replica_count"] for pool in pools] == [1, 2]
+    for pool in pools:
+        assert pool["container_spec"]["image_uri"] == IMAGE
+        command = pool["container_spec"]["command"]
+        assert command[:5] == ["python", "-m", "tfx.scripts.run_executor", "--executor_class_path",
+                               "components.reporting_trainer.executor.Executor"]
+        passed = json.loads(command[command.index("--exec-properties") + 1])
+        assert passed["epochs"] == 4 and passed["run_fn"] == "trainer_module.train.run_fn"
+        assert pool["machine_spec"]["accelerator_type"] == "NVIDIA_TESLA_T4"
+
+
 def test_schema_pusher_and_resources(compiled):
     spec = vertex_spec(compiled["vertex"])
     schema_file = constant(spec.root.dag.tasks["ImportSchemaGen"], "schema_file")

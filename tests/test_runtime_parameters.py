@@ -47,6 +47,8 @@ def test_epochs_replaces_custom_config_epochs():
     overridden = reporting_trainer.with_runtime_epochs(props)
     assert json.loads(overridden["custom_config"]) == {"epochs": 3, "learning_rate": 0.01}
     assert reporting_trainer.with_runtime_epochs({"custom_config": "{}"}) == {"custom_config": "{}"}
+    decoded = reporting_trainer.with_runtime_epochs({"custom_config": {"epochs": 20}, "epochs": 7})
+    assert json.loads(decoded["custom_config"]) == {"epochs": 7}
     with pytest.raises(ValueError, match="'epochs' pipeline parameter"):
         reporting_trainer.with_runtime_epochs({"custom_config": "{}", "epochs": 0})
 

@@ -53,7 +53,9 @@ def with_runtime_epochs(exec_properties: dict[str, Any]) -> dict[str, Any]:
         return exec_properties
     if int(epochs) < 1:
         raise ValueError(f"epochs must be at least 1, got {epochs}; set the 'epochs' pipeline parameter to 1 or more")
-    custom_config = json.loads(exec_properties.get("custom_config") or "null") or {}
+    raw = exec_properties.get("custom_config")
+    # JSON text from TFX's orchestrators; a dict where a caller has decoded it already.
+    custom_config = dict(raw) if isinstance(raw, dict) else json.loads(raw or "null") or {}
     custom_config["epochs"] = int(epochs)
     return {**exec_properties, "custom_config": json.dumps(custom_config, sort_keys=True)}
 
