@@ -2,7 +2,12 @@
 # Pipelines, Kubeflow Pipelines, Vertex AI Training), and Dataflow / portable Beam workers
 # do too by default, so all of them run the same TFX, TF and trainer_module code.
 #   docker build -t REGION-docker.pkg.dev/PROJECT/REPO/turbotfx:TAG .
+# Beam's SDK harness boot program, from the SDK image of the pinned Beam version: a Beam
+# worker container (Dataflow runner v2, Flink/Spark DOCKER environment) must start with it.
+FROM apache/beam_python3.10_sdk:2.59.0 AS beam_sdk
+
 FROM python:3.10-slim
+COPY --from=beam_sdk /opt/apache/beam /opt/apache/beam
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
@@ -26,5 +31,6 @@ RUN pip install --no-deps -c constraints.txt . \
  && python -c "from pathlib import Path; from pipeline import data; \
 data.write_penguins_csv(Path('/turbotfx/data/penguins') / data.PENGUINS_FILE)"
 
-# KubeflowV2DagRunner sets each component's command; this is for running it by hand.
-ENTRYPOINT ["python", "-m", "tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor"]
+# Beam workers start at the boot program. Vertex AI / Kubeflow tasks and Vertex AI Training
+# jobs set their own command (python -m ...), which replaces this entrypoint.
+ENTRYPOINT ["/opt/apache/beam/boot"]

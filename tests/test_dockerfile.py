@@ -27,12 +27,20 @@ def python_snippets() -> list[str]:
 
 
 def test_image_layout_matches_the_compiled_paths():
-    assert re.search(r"^FROM python:3\.10-slim$", DOCKERFILE, re.MULTILINE)
+    assert re.search(r"^FROM python:3\.10-slim$", DOCKERFILE, re.MULTILINE)  # the final stage
     assert f"WORKDIR {kubeflow.IMAGE_SOURCE_ROOT}" in DOCKERFILE
     assert kubeflow.IMAGE_DATA_ROOT in DOCKERFILE
     # Installed from the lock, like `make` does.
     assert "pip install -c constraints.txt -r /tmp/requirements.txt" in INSTRUCTIONS
     assert "pip install --no-deps -c constraints.txt ." in INSTRUCTIONS
+
+
+def test_beam_workers_can_start_in_the_image():
+    """Dataflow and portable runners start workers at Beam's boot program, of the locked Beam version."""
+    beam = re.search(r"^apache-beam==(\S+)$", (REPO / "constraints.txt").read_text(), re.MULTILINE).group(1)
+    assert f"FROM apache/beam_python3.10_sdk:{beam} AS beam_sdk" in DOCKERFILE
+    assert "COPY --from=beam_sdk /opt/apache/beam /opt/apache/beam" in DOCKERFILE
+    assert re.search(r'^ENTRYPOINT \["/opt/apache/beam/boot"\]$', DOCKERFILE, re.MULTILINE)
 
 
 def test_dockerfile_python_snippets_run(tmp_path):
