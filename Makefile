@@ -18,12 +18,12 @@ run: $(STAMP)
 # The tests start their own MariaDB and PostgreSQL servers on loopback: install the
 # Debian packages first when they are missing.
 test: $(STAMP)
-	bash tests/install_db_servers.sh
+	bash tests/doubles/install_db_servers.sh
 	$(PY) -m pytest $(ARGS)
 
 # Everything but the end-to-end pipeline runs.
 test-fast: $(STAMP)
-	bash tests/install_db_servers.sh
+	bash tests/doubles/install_db_servers.sh
 	$(PY) -m pytest -m "not e2e" $(ARGS)
 
 lint: $(STAMP)

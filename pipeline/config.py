@@ -7,6 +7,9 @@ import os
 import re
 from pathlib import Path
 
+from components.atomic_pusher.keys import DEFAULT_KEEP_VERSIONS
+from pipeline.errors import ConfigError
+from pipeline.store.url import parse_url, sqlite_url
 from trainer_module import hardware
 
 DATASETS = ("penguins", "synthetic")
@@ -17,10 +20,6 @@ HOME_ENV_VAR = "TURBOTFX_HOME"
 MULTI_PROCESS_THRESHOLD_BYTES = 256 * 1024 * 1024
 
 _NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,62}$")
-
-
-class ConfigError(ValueError):
-    """A configuration value a user gave is unusable; the message names the fix."""
 
 
 # Knobs whose sensible value depends on the dataset; a None field takes these.
@@ -53,9 +52,9 @@ class PipelineConfig:
     hidden_units: tuple[int, ...] | None = None
     min_accuracy: float | None = None  # value threshold for blessing
     max_accuracy_drop: float = 0.02  # change threshold against the baseline
-    keep_versions: int = 5  # pushed versions kept on disk (labelled ones always are)
+    keep_versions: int = DEFAULT_KEEP_VERSIONS  # pushed versions kept on disk (labelled ones always are)
     beam_mode: str = "auto"
-    # MLMD store URL (see pipeline/metadata.py); None: SQLite in the workspace.
+    # MLMD store URL (see pipeline/store/url.py); None: SQLite in the workspace.
     metadata_url: str | None = None
     enable_cache: bool = True
     # Trainer hardware: each "auto" is resolved from the devices the Trainer sees.
@@ -94,6 +93,11 @@ class PipelineConfig:
     @property
     def metadata_path(self) -> Path:
         return self.home_path / "metadata" / f"{self.pipeline_name}.sqlite"
+
+    @property
+    def metadata_store_url(self) -> str:
+        """The store a run writes: --metadata-url, else the workspace's SQLite file."""
+        return self.metadata_url or sqlite_url(self.metadata_path)
 
     @property
     def serving_dir(self) -> Path:
@@ -144,8 +148,6 @@ class PipelineConfig:
         _require(self.profile_batches == "" or re.fullmatch(r"\d+,\d+", self.profile_batches) is not None,
                  f"profile batches {self.profile_batches!r} must be START,END (e.g. 2,4) or empty")
         if self.metadata_url:
-            from pipeline.metadata import parse_url  # imports this module
-
             parse_url(self.metadata_url)
         _require(self.train_buckets >= 1 and self.eval_buckets >= 1,
                  "split buckets must be positive integers, e.g. --split 4:1")
@@ -160,16 +162,6 @@ class PipelineConfig:
         _require(self.keep_versions >= 1, f"keep versions must be at least 1, got {self.keep_versions}")
         _require(0.0 <= self.max_accuracy_drop <= 1.0,
                  f"max accuracy drop must be in [0, 1], got {self.max_accuracy_drop}")
-
-    def with_overrides(self, **overrides: object) -> PipelineConfig:
-        """A copy with the given fields replaced (None values are ignored).
-
-        Fields filled from the dataset's defaults keep those values: to switch datasets,
-        build a new PipelineConfig instead.
-        """
-        return dataclasses.replace(
-            self, **{k: v for k, v in overrides.items() if v is not None}
-        )
 
 
 def _require(condition: bool, message: str) -> None:

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from pipeline import synthetic
 from pipeline.atomic import atomic_path
-from pipeline.config import ConfigError, PipelineConfig
+from pipeline.config import PipelineConfig
+from pipeline.errors import ConfigError
 from trainer_module import features
 from trainer_module.features import FeatureSpec
 

@@ -28,18 +28,22 @@ from tfx.types import Channel, standard_artifacts
 import trainer_module
 from components.anomaly_gate.component import AnomalyGate
 from components.atomic_pusher import executor as atomic_pusher
+from components.atomic_pusher import keys as pusher_keys
 from components.reporting_evaluator import executor as reporting_evaluator
+from components.reporting_evaluator import keys as evaluator_keys
 from components.reporting_trainer import executor as reporting_trainer
+from components.reporting_trainer import keys as trainer_keys
 from components.serving_check.component import ServingCheck
 from pipeline import deployment as deployment_lib
 from pipeline import vertex
-from pipeline.config import ConfigError, PipelineConfig
+from pipeline.config import PipelineConfig
 from pipeline.deployment import Deployment, Setting
+from pipeline.errors import ConfigError
+from serving import contract
 from trainer_module import features
 
 PREPROCESSING_FN = "trainer_module.preprocessing.preprocessing_fn"
 RUN_FN = "trainer_module.train.run_fn"
-ACCURACY_METRIC = "sparse_categorical_accuracy"
 # What preprocessing_fn runs: an edit elsewhere (the model, run_fn) keeps Transform cached.
 TRANSFORM_SOURCES = ("preprocessing.py", "features.py", "autograph.py", "__init__.py")
 
@@ -83,7 +87,7 @@ def create_pipeline(
         preprocessing_fn=PREPROCESSING_FN,
         custom_config={
             "dataset": config.dataset,
-            "code_fingerprint": code_fingerprint(TRANSFORM_SOURCES),
+            trainer_keys.CODE_FINGERPRINT_KEY: code_fingerprint(TRANSFORM_SOURCES),
         },
         splits_config=transform_pb2.SplitsConfig(analyze=["train"], transform=["train", "eval"]),
         # TFDV statistics of the transformed data: not used downstream, and the slowest
@@ -114,13 +118,13 @@ def create_pipeline(
             "scale_learning_rate": config.scale_learning_rate,
             "tensorboard_histogram_freq": config.tensorboard_histogram_freq,
             "profile_batches": config.profile_batches,
-            "code_fingerprint": trainer_fingerprint,
+            trainer_keys.CODE_FINGERPRINT_KEY: trainer_fingerprint,
         },
     )
     # Records the training report on the Model artifact (see the executor), here or
     # after a Vertex AI Training job.
     trainer.executor_spec = executor_spec.ExecutorClassSpec(trainer_executor(deployment))
-    add_exec_property(trainer, reporting_trainer.EPOCHS_KEY, deployment.epochs)
+    add_exec_property(trainer, trainer_keys.EPOCHS_KEY, deployment.epochs)
     model_resolver = Resolver(
         strategy_class=LatestBlessedModelStrategy,
         model=Channel(type=standard_artifacts.Model),
@@ -134,7 +138,7 @@ def create_pipeline(
     )
     # Records the overall metrics on the ModelEvaluation artifact (see the executor).
     evaluator.executor_spec = executor_spec.BeamExecutorSpec(reporting_evaluator.Executor)
-    add_exec_property(evaluator, reporting_evaluator.MIN_ACCURACY_KEY, deployment.min_accuracy)
+    add_exec_property(evaluator, evaluator_keys.MIN_ACCURACY_KEY, deployment.min_accuracy)
     serving_check = ServingCheck(
         model=trainer.outputs["model"],
         examples=example_gen.outputs["examples"],
@@ -149,7 +153,7 @@ def create_pipeline(
         push_destination=pusher_pb2.PushDestination(
             filesystem=pusher_pb2.PushDestination.Filesystem(base_directory=deployment.serving_dir)
         ),
-        custom_config={atomic_pusher.KEEP_VERSIONS_KEY: config.keep_versions},
+        custom_config={pusher_keys.KEEP_VERSIONS_KEY: config.keep_versions},
     )
     if deployment.serving_on_filesystem:
         # Atomic push, stable/canary labels in models.config, retention (see the executor).
@@ -240,10 +244,10 @@ def eval_config(config: PipelineConfig) -> tfma.EvalConfig:
     return tfma.EvalConfig(
         model_specs=[
             tfma.ModelSpec(
-                signature_name="serving_default",
-                prediction_key="probabilities",
+                signature_name=contract.SERVING_DEFAULT,
+                prediction_key=contract.OUTPUT_PROBABILITIES,
                 label_key=spec.transformed_label_key,
-                preprocessing_function_names=["transform_features"],
+                preprocessing_function_names=[contract.TRANSFORM_FEATURES],
             )
         ],
         slicing_specs=[
@@ -257,7 +261,7 @@ def eval_config(config: PipelineConfig) -> tfma.EvalConfig:
                     # Blessing looks at the whole eval split: a slice-level threshold
                     # would gate on small, noisy slices (a few dozen rows each).
                     tfma.MetricConfig(
-                        class_name="SparseCategoricalAccuracy",
+                        class_name=evaluator_keys.ACCURACY_CLASS_NAME,
                         per_slice_thresholds=[
                             tfma.PerSliceMetricThreshold(
                                 slicing_specs=[tfma.SlicingSpec()], threshold=accuracy_threshold

@@ -9,6 +9,7 @@ before anything is sent, naming the row and the feature.
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import json
 import math
@@ -20,13 +21,19 @@ from typing import Any, Callable, Mapping, Sequence
 
 from tensorflow_metadata.proto.v0 import schema_pb2
 
-from pipeline.config import ConfigError
+from pipeline.errors import ConfigError
+from serving.contract import (
+    EXAMPLES_INPUT,
+    OUTPUT_CLASS_ID,
+    OUTPUT_LABEL,
+    OUTPUT_PROBABILITIES,
+    SERVING_DEFAULT,
+    SERVING_RAW,
+)
 
 DEFAULT_GRPC_PORT = 8500
 DEFAULT_REST_PORT = 8501
 DEFAULT_MODEL_NAME = "penguins"
-PREDICTION_SIGNATURE = "serving_default"  # gRPC: serialized tf.Examples
-RAW_SIGNATURE = "serving_raw"  # REST: named features per row
 
 
 class ServingClientError(ConfigError):
@@ -44,6 +51,7 @@ class RowSchema:
     """The features a model takes, from the pipeline's curated schema (label left out)."""
 
     def __init__(self, schema: schema_pb2.Schema, label_key: str) -> None:
+        self.label_key = label_key
         self.types = {f.name: f.type for f in schema.feature if f.name != label_key}
         self.required = {f.name for f in schema.feature
                          if f.name != label_key and f.presence.min_fraction >= 1.0}
@@ -57,6 +65,17 @@ class RowSchema:
 
         schema = text_format.Parse(Path(schemas.schema_file(dataset)).read_text(), schema_pb2.Schema())
         return cls(schema, features.for_dataset(dataset).label_key)
+
+    def rows_from_csv(self, path: Path) -> list[dict[str, Any]]:
+        """The rows of a CSV file with a header of feature names; an empty or NA cell is missing."""
+        with open(path, newline="") as handle:
+            return [{key: _csv_value(value, self.types.get(key)) for key, value in row.items()}
+                    for row in csv.DictReader(handle)]
+
+    def without_label(self, rows: Sequence[Any]) -> list[Any]:
+        """Rows copied from the training data may carry the label; the model ignores it."""
+        return [{k: v for k, v in row.items() if k != self.label_key} if isinstance(row, Mapping) else row
+                for row in rows]
 
     def check(self, rows: Sequence[Mapping[str, Any]]) -> None:
         """Raises ServingClientError on the first bad value, naming row and feature."""
@@ -116,6 +135,31 @@ class RowSchema:
             else:
                 instance[name] = math.nan if _missing(value) else float(value)
         return instance
+
+
+def _csv_value(text: str | None, kind: int | None) -> Any:
+    if text is None or text.strip() in ("", "NA"):
+        return None
+    if kind in (schema_pb2.FLOAT, schema_pb2.INT):
+        try:
+            return float(text)
+        except ValueError:
+            return text  # left for the schema check to name
+    return text
+
+
+def predict_in_process(model_dir: Path, schema: RowSchema,
+                       rows: Sequence[Mapping[str, Any]]) -> list[Prediction]:
+    """serving_default of a SavedModel in this process, fed serialized tf.Examples as TF
+    Serving feeds it: no server needed."""
+    schema.check(rows)
+    import tensorflow as tf
+
+    signature = tf.saved_model.load(str(model_dir)).signatures[SERVING_DEFAULT]
+    outputs = signature(**{EXAMPLES_INPUT: tf.constant([schema.to_example(row) for row in rows])})
+    return [Prediction(label.decode(), int(class_id), [float(p) for p in row])
+            for label, class_id, row in zip(outputs[OUTPUT_LABEL].numpy(), outputs[OUTPUT_CLASS_ID].numpy(),
+                                            outputs[OUTPUT_PROBABILITIES].numpy())]
 
 
 def _missing(value: Any) -> bool:
@@ -231,18 +275,19 @@ class ServingClient:
         from tensorflow_serving.apis import predict_pb2
 
         request = predict_pb2.PredictRequest()
-        self._model_spec(request.model_spec, PREDICTION_SIGNATURE)
+        self._model_spec(request.model_spec, SERVING_DEFAULT)  # serialized tf.Examples
         # The TensorProto is filled directly: tf.make_tensor_proto goes through numpy object
         # arrays and costs more than the model call for small batches.
-        examples = request.inputs["examples"]
+        examples = request.inputs[EXAMPLES_INPUT]
         examples.dtype = types_pb2.DT_STRING
         examples.tensor_shape.dim.add().size = len(rows)
         examples.string_val.extend(self.schema.to_example(r) for r in rows)
         outputs = self._grpc_call(self._stub()[0].Predict, request).outputs
-        width = len(outputs["probabilities"].float_val) // max(len(rows), 1)
-        values = list(outputs["probabilities"].float_val)
+        width = len(outputs[OUTPUT_PROBABILITIES].float_val) // max(len(rows), 1)
+        values = list(outputs[OUTPUT_PROBABILITIES].float_val)
         probabilities = [values[i * width:(i + 1) * width] for i in range(len(rows))]
-        return _predictions(list(outputs["label"].string_val), list(outputs["class_id"].int64_val), probabilities)
+        return _predictions(list(outputs[OUTPUT_LABEL].string_val), list(outputs[OUTPUT_CLASS_ID].int64_val),
+                            probabilities)
 
     def _grpc_status(self) -> list[dict[str, Any]]:
         from tensorflow_serving.apis import get_model_status_pb2
@@ -299,10 +344,10 @@ class ServingClient:
             raise ServingClientError(f"{self._where()} did not answer within {self.timeout_s} s") from None
 
     def _rest_predict(self, rows) -> list[Prediction]:
-        body = {"signature_name": RAW_SIGNATURE, "instances": [self.schema.to_instance(r) for r in rows]}
+        body = {"signature_name": SERVING_RAW, "instances": [self.schema.to_instance(r) for r in rows]}
         predictions = self._rest("POST", self._rest_path(":predict"), body)["predictions"]
-        return _predictions([p["label"] for p in predictions], [p["class_id"] for p in predictions],
-                            [p["probabilities"] for p in predictions])
+        return _predictions([p[OUTPUT_LABEL] for p in predictions], [p[OUTPUT_CLASS_ID] for p in predictions],
+                            [p[OUTPUT_PROBABILITIES] for p in predictions])
 
 
 class _Unavailable(Exception):

@@ -19,7 +19,7 @@ from google.protobuf import text_format
 from tensorflow_serving.config import model_server_config_pb2
 
 from pipeline.atomic import atomic_path
-from pipeline.config import ConfigError
+from pipeline.errors import ConfigError
 from serving import push
 
 CONFIG_FILE = "models.config"

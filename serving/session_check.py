@@ -17,13 +17,24 @@ import numpy as np
 import tensorflow as tf
 
 from serving import warmup
+from serving.contract import (
+    EXAMPLES_INPUT,
+    LATENCY_BATCH_SIZES,
+    LATENCY_PERCENTILES,
+    OUTPUT_CLASS_ID,
+    OUTPUT_LABEL,
+    OUTPUT_PROBABILITIES,
+    SERVING_DEFAULT,
+    SIGNATURES,
+    latency_key,
+)
 
 # What TF Serving will expose; outputs are the same for both prediction signatures.
-PREDICTION_OUTPUTS = {"probabilities": tf.float32, "class_id": tf.int64, "label": tf.string}
+PREDICTION_OUTPUTS = {OUTPUT_PROBABILITIES: tf.float32, OUTPUT_CLASS_ID: tf.int64, OUTPUT_LABEL: tf.string}
 # Ranks TF Serving batches along: every tensor's first dimension is the batch (-1).
-OUTPUT_RANKS = {"probabilities": 2, "class_id": 1, "label": 1}
-EXPECTED_SIGNATURES = ("serving_default", "serving_raw", "transform_features")
-LATENCY_RUNS = {1: 100, 64: 30}
+OUTPUT_RANKS = {OUTPUT_PROBABILITIES: 2, OUTPUT_CLASS_ID: 1, OUTPUT_LABEL: 1}
+# Timed runs per batch size: fewer for the larger, slower batch.
+LATENCY_RUNS = dict(zip(LATENCY_BATCH_SIZES, (100, 30)))
 
 
 def check(model_dir: str, warmup_file: str, vocabulary: list[str]) -> dict:
@@ -34,18 +45,18 @@ def check(model_dir: str, warmup_file: str, vocabulary: list[str]) -> dict:
         meta_graph = tf.compat.v1.saved_model.loader.load(session, ["serve"], model_dir)
         signatures = meta_graph.signature_def
         report["signatures"] = sorted(name for name in signatures if not name.startswith("__"))
-        problems += [f"signature {name!r} is missing" for name in EXPECTED_SIGNATURES if name not in signatures]
-        if "serving_default" not in signatures:
+        problems += [f"signature {name!r} is missing" for name in SIGNATURES if name not in signatures]
+        if SERVING_DEFAULT not in signatures:
             return {**report, "ok": False, "problems": problems}
-        signature = signatures["serving_default"]
+        signature = signatures[SERVING_DEFAULT]
         problems += _signature_problems(signature)
         if problems:
             return {**report, "ok": False, "problems": problems}
-        feed = signature.inputs[warmup.INPUT_KEY].name
+        feed = signature.inputs[EXAMPLES_INPUT].name
         fetch = {key: signature.outputs[key].name for key in PREDICTION_OUTPUTS}
         pool: list[bytes] = []
         for number, log in enumerate(logs):
-            batch = tf.make_ndarray(log.predict_log.request.inputs[warmup.INPUT_KEY])
+            batch = tf.make_ndarray(log.predict_log.request.inputs[EXAMPLES_INPUT])
             pool.extend(batch.tolist())
             outputs = session.run(fetch, {feed: batch})
             problems += [f"warmup request {number}: {p}" for p in _output_problems(outputs, len(batch), vocabulary)]
@@ -60,14 +71,15 @@ def check(model_dir: str, warmup_file: str, vocabulary: list[str]) -> dict:
                 started = time.perf_counter()
                 session.run(fetch, {feed: batch})
                 seconds.append(time.perf_counter() - started)
-            report[f"p50_ms_b{batch_size}"] = round(float(np.percentile(seconds, 50)) * 1000, 3)
-            report[f"p99_ms_b{batch_size}"] = round(float(np.percentile(seconds, 99)) * 1000, 3)
+            for percentile in LATENCY_PERCENTILES:
+                report[latency_key(percentile, batch_size)] = round(
+                    float(np.percentile(seconds, percentile)) * 1000, 3)
     return {**report, "ok": True, "problems": []}
 
 
 def _signature_problems(signature) -> list[str]:
     problems = []
-    example_input = signature.inputs.get(warmup.INPUT_KEY)
+    example_input = signature.inputs.get(EXAMPLES_INPUT)
     if (example_input is None or example_input.dtype != tf.string.as_datatype_enum
             or _dims(example_input) != [-1]):
         problems.append("serving_default must take 'examples', a batch (shape [-1]) of serialized "
@@ -90,7 +102,7 @@ def _dims(tensor_info) -> list[int]:
 
 
 def _output_problems(outputs: dict, batch_size: int, vocabulary: list[str]) -> list[str]:
-    probabilities = outputs["probabilities"]
+    probabilities = outputs[OUTPUT_PROBABILITIES]
     if probabilities.shape[0] != batch_size:
         return [f"{probabilities.shape[0]} predictions for {batch_size} examples"]
     if not np.all(np.isfinite(probabilities)):
@@ -99,9 +111,9 @@ def _output_problems(outputs: dict, batch_size: int, vocabulary: list[str]) -> l
     sums = probabilities.sum(axis=1)
     if not np.allclose(sums, 1.0, atol=1e-3):
         problems.append(f"probabilities do not sum to 1 (sums from {sums.min():.4f} to {sums.max():.4f})")
-    if not np.array_equal(outputs["class_id"], probabilities.argmax(axis=1)):
+    if not np.array_equal(outputs[OUTPUT_CLASS_ID], probabilities.argmax(axis=1)):
         problems.append("class_id is not the most probable class")
-    labels = [label.decode() for label in outputs["label"].tolist()]
+    labels = [label.decode() for label in outputs[OUTPUT_LABEL].tolist()]
     unknown = sorted(set(labels) - set(vocabulary)) if vocabulary else []
     if unknown:
         problems.append(f"labels outside the label vocabulary: {unknown}")

@@ -15,10 +15,11 @@ from typing import Iterable, Iterator, Sequence
 import tensorflow as tf
 from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
 
+from serving.contract import EXAMPLES_INPUT, SERVING_DEFAULT
+
 WARMUP_FILE = "tf_serving_warmup_requests"
-ASSETS_EXTRA = "assets.extra"
-SIGNATURE = "serving_default"
-INPUT_KEY = "examples"
+# Where TF Serving looks for the warmup file inside a SavedModel.
+IN_SAVED_MODEL = os.path.join("assets.extra", WARMUP_FILE)
 
 
 def read_examples(examples_uri: str, split: str = "eval", limit: int = 64) -> list[bytes]:
@@ -37,8 +38,8 @@ def prediction_logs(serialized: Sequence[bytes], model_name: str,
     for batch_size in batch_sizes:
         batch = [serialized[i % len(serialized)] for i in range(batch_size)]
         request = predict_pb2.PredictRequest(
-            model_spec=model_pb2.ModelSpec(name=model_name, signature_name=SIGNATURE))
-        request.inputs[INPUT_KEY].CopyFrom(tf.make_tensor_proto(batch, dtype=tf.string))
+            model_spec=model_pb2.ModelSpec(name=model_name, signature_name=SERVING_DEFAULT))
+        request.inputs[EXAMPLES_INPUT].CopyFrom(tf.make_tensor_proto(batch, dtype=tf.string))
         logs.append(prediction_log_pb2.PredictionLog(predict_log=prediction_log_pb2.PredictLog(request=request)))
     return logs
 
@@ -54,7 +55,3 @@ def read(path: str) -> Iterator[prediction_log_pb2.PredictionLog]:
     for record in tf.data.TFRecordDataset([path]):
         yield prediction_log_pb2.PredictionLog.FromString(record.numpy())
 
-
-def saved_model_path(model_dir: str) -> str:
-    """Where TF Serving looks for the warmup file inside a SavedModel."""
-    return os.path.join(model_dir, ASSETS_EXTRA, WARMUP_FILE)

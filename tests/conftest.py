@@ -8,15 +8,17 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import dataclasses  # noqa: E402
+import shutil  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
+from typing import Iterator  # noqa: E402
 
 import pytest  # noqa: E402
 
 from pipeline.config import PipelineConfig  # noqa: E402
 
-pytest_plugins = ["tests.db_fixtures"]
+pytest_plugins = ["tests.doubles.db_fixtures", "tests.shuffle"]
 
 # Few epochs: the tests check wiring and contracts, not model quality.
 FAST_RUN_ARGS = ("--epochs", "5", "--min-accuracy", "0.5")
@@ -47,10 +49,62 @@ def turbotfx(*args: str, home: Path, timeout: int = 600, env: dict[str, str] | N
                      stdout=completed.stdout)
 
 
+@dataclasses.dataclass
+class FirstRun(CliResult):
+    state: dict[str, tuple[int, int]] = dataclasses.field(default_factory=dict)  # as the run left it
+
+
 @pytest.fixture(scope="session")
-def first_run(tmp_path_factory) -> CliResult:
-    """The whole pipeline, once, on the embedded penguins data in a fresh workspace."""
+def first_run(tmp_path_factory) -> FirstRun:
+    """The whole pipeline, once, on the embedded penguins data in a fresh workspace.
+
+    Shared by many tests, so read-only: a test that runs the pipeline again or changes
+    serving labels takes `first_run_copy`. Every test that uses this one fails if the
+    workspace is no longer as the run left it.
+    """
     home = tmp_path_factory.mktemp("workspace")
     result = turbotfx("run", *FAST_RUN_ARGS, home=home)
     assert result.exit_code == 0, result.output
-    return result
+    return FirstRun(**dataclasses.asdict(result), state=tree_state(home))
+
+
+@pytest.fixture(autouse=True)
+def _first_run_stays_read_only(request: pytest.FixtureRequest) -> Iterator[None]:
+    yield
+    if "first_run" in request.fixturenames:
+        first_run = request.getfixturevalue("first_run")
+        changed = _changes(first_run.state, tree_state(first_run.home))
+        assert not changed, (f"the shared first-run workspace changed ({', '.join(changed[:5])}); "
+                             "a test that writes to a workspace takes first_run_copy")
+
+
+@pytest.fixture
+def first_run_copy(first_run: FirstRun, tmp_path: Path) -> CliResult:
+    """A private copy of the first run's workspace. Its store still points at the first run's
+    artifacts, which a rerun only reads; rerun with `--data-root` first_run's data (see
+    rerun_args) to hit the cache, since a new data path is a new ExampleGen input."""
+    home = tmp_path / "workspace"
+    shutil.copytree(first_run.home, home, symlinks=True)
+    return CliResult(home=home, exit_code=first_run.exit_code, output=first_run.output, stdout=first_run.stdout)
+
+
+def rerun_args(first_run: CliResult) -> tuple[str, ...]:
+    """Flags for a run in a copy of first_run's workspace that reads the same data files."""
+    return ("--data-root", str(first_run.config.data_path))
+
+
+def tree_state(root: Path) -> dict[str, tuple[int, int]]:
+    """Every file under root: (size, modification time in ns)."""
+    state = {}
+    for directory, _, files in os.walk(root):
+        for name in files:
+            path = Path(directory) / name
+            stat = path.lstat()
+            state[str(path.relative_to(root))] = (stat.st_size, stat.st_mtime_ns)
+    return state
+
+
+def _changes(before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]]) -> list[str]:
+    return sorted({*(f"new {p}" for p in after.keys() - before.keys()),
+                   *(f"gone {p}" for p in before.keys() - after.keys()),
+                   *(f"changed {p}" for p in before.keys() & after.keys() if before[p] != after[p])})

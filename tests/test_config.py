@@ -1,6 +1,7 @@
 import pytest
 
-from pipeline.config import ConfigError, PipelineConfig, ensure_writable_home, parse_split
+from pipeline.config import PipelineConfig, ensure_writable_home, parse_split
+from pipeline.errors import ConfigError
 
 
 def test_defaults_are_valid_and_place_everything_under_home(tmp_path):
@@ -37,13 +38,6 @@ def test_invalid_values_name_the_field(overrides, message):
     with pytest.raises(ConfigError) as err:
         PipelineConfig(**overrides)
     assert message in str(err.value)
-
-
-def test_overrides_skip_none_and_revalidate():
-    config = PipelineConfig().with_overrides(epochs=3, batch_size=None)
-    assert config.epochs == 3 and config.batch_size == PipelineConfig().batch_size
-    with pytest.raises(ConfigError):
-        config.with_overrides(epochs=-1)
 
 
 def test_data_root_override_is_used(tmp_path):

@@ -3,7 +3,8 @@ import csv
 import pytest
 
 from pipeline import data
-from pipeline.config import ConfigError, PipelineConfig
+from pipeline.config import PipelineConfig
+from pipeline.errors import ConfigError
 from trainer_module import features
 
 

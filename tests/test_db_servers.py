@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 from ml_metadata.proto import metadata_store_pb2
 
-from pipeline.metadata import PASSWORD_ENV_VAR, MetadataConnectionError, open_store
-from tests.db_servers import DbServer
+from pipeline.store.connection import MetadataConnectionError, open_store
+from pipeline.store.url import PASSWORD_ENV_VAR
+from tests.doubles.db_servers import DbServer
 
 SERVERS = ["mariadb_server", "postgresql_server"]
 

@@ -18,7 +18,7 @@ from kfp.pipeline_spec import pipeline_spec_pb2
 
 from pipeline.runners import kubeflow
 from tests.conftest import turbotfx
-from tests.kfp_test_server import EXPERIMENT_ID, RUN_ID, FakeKfpApi
+from tests.doubles.kfp_server import EXPERIMENT_ID, RUN_ID, FakeKfpApi
 
 IMAGE = "us-docker.pkg.dev/demo-project/ml/turbotfx:1.0"
 ROOT = "gs://demo-bucket/pipelines"

@@ -5,13 +5,16 @@ from __future__ import annotations
 import pytest
 from ml_metadata.proto import metadata_store_pb2
 
-from pipeline import lineage, metadata, runs
+from pipeline.provenance import diff as diff_lib
+from pipeline.provenance import lineage
+from pipeline.store.connection import open_store
+from pipeline.store.url import sqlite_url
 from tests.conftest import turbotfx
 
 
 @pytest.fixture
 def store(tmp_path):
-    return metadata.open_store(metadata.sqlite_url(tmp_path / "store.sqlite"))
+    return open_store(sqlite_url(tmp_path / "store.sqlite"))
 
 
 def test_no_pushed_model_yet(store) -> None:
@@ -56,11 +59,11 @@ def _lineage(learning_rate: float, examples_id: int, accuracy: float) -> dict:
 
 
 def test_diff_names_only_what_changed() -> None:
-    diff = runs.diff_models(_lineage(0.01, 1, 0.9), _lineage(0.02, 1, 0.9))
+    diff = diff_lib.diff_models(_lineage(0.01, 1, 0.9), _lineage(0.02, 1, 0.9))
     assert diff["hyperparameters"] == {"learning_rate": {"a": 0.01, "b": 0.02}}
     assert diff["data"] == diff["schema"] == diff["metrics"] == diff["effective"] == {}
 
-    changed_data = runs.diff_models(_lineage(0.01, 1, 0.9), _lineage(0.01, 3, 0.8))
+    changed_data = diff_lib.diff_models(_lineage(0.01, 1, 0.9), _lineage(0.01, 3, 0.8))
     assert changed_data["hyperparameters"] == {}
     assert set(changed_data["data"]) == {"examples.id", "examples.uri"}
     assert changed_data["metrics"] == {"accuracy": {"a": 0.9, "b": 0.8}}
@@ -69,7 +72,7 @@ def test_diff_names_only_what_changed() -> None:
 def test_nested_settings_are_named_by_their_leaf() -> None:
     first, second = _lineage(0.01, 1, 0.9), _lineage(0.01, 1, 0.9)
     second["trainer"]["hyperparameters"]["train_args"] = {"num_steps": 20}
-    assert runs.diff_models(first, second)["hyperparameters"] == {"train_args.num_steps": {"a": 10, "b": 20}}
+    assert diff_lib.diff_models(first, second)["hyperparameters"] == {"train_args.num_steps": {"a": 10, "b": 20}}
 
 
 def test_queries_never_create_a_store(tmp_path) -> None:

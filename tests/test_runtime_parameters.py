@@ -10,7 +10,8 @@ from google.protobuf import json_format
 
 from components.reporting_evaluator import executor as reporting_evaluator
 from components.reporting_trainer import executor as reporting_trainer
-from pipeline.config import ConfigError, PipelineConfig
+from pipeline.config import PipelineConfig
+from pipeline.errors import ConfigError
 from pipeline.pipeline import eval_config
 from pipeline.runners import beam_args
 

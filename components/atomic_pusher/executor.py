@@ -21,11 +21,8 @@ from tfx.proto import pusher_pb2
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import io_utils, proto_utils
 
+from components.atomic_pusher.keys import DEFAULT_KEEP_VERSIONS, KEEP_VERSIONS_KEY
 from serving import model_config, push, warmup
-
-# custom_config key of the Pusher: how many versions stay on disk (labelled ones always do).
-KEEP_VERSIONS_KEY = "keep_versions"
-DEFAULT_KEEP_VERSIONS = 5
 
 
 class Executor(pusher_executor.Executor):
@@ -43,7 +40,8 @@ class Executor(pusher_executor.Executor):
         destination = pusher_pb2.PushDestination()
         proto_utils.json_to_proto(exec_properties[standard_component_specs.PUSH_DESTINATION_KEY], destination)
         if destination.WhichOneof("destination") != "filesystem":
-            # Atomic rename and models.config need a filesystem; a Vertex endpoint push is issue 6.
+            # Atomic rename and models.config need a filesystem; other destinations (an object
+            # store, a Vertex endpoint) use TFX's own Pushers (see pipeline/pipeline.py).
             raise ValueError(f"push destination {destination.WhichOneof('destination')!r} is not supported: "
                              "turbotfx pushes to a filesystem directory (PushDestination.filesystem)")
         custom_config = json.loads(exec_properties.get(standard_component_specs.CUSTOM_CONFIG_KEY) or "null") or {}
@@ -65,5 +63,5 @@ def _warmup_files(input_dict: dict[str, list[types.Artifact]]) -> dict[str, str]
     for blessing in input_dict.get(standard_component_specs.INFRA_BLESSING_KEY) or []:
         source = os.path.join(blessing.uri, warmup.WARMUP_FILE)
         if os.path.exists(source):
-            return {os.path.join(warmup.ASSETS_EXTRA, warmup.WARMUP_FILE): source}
+            return {warmup.IN_SAVED_MODEL: source}
     return {}

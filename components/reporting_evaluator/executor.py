@@ -1,12 +1,14 @@
-"""Evaluator executor that copies the overall metrics onto the ModelEvaluation artifact.
+"""Evaluator executor that copies the metrics onto the ModelEvaluation artifact.
 
 TFX's Evaluator writes its metrics only to files under the artifact's URI. Recorded as
-custom properties (metric_<name>), they answer "how good was this model?" from MLMD
-alone: lineage and run listings need no file reads and no TFMA import.
+custom properties (see keys.py), they answer "how good was this model?" from MLMD
+alone: lineage, run listings and the run summary need no file reads and no TFMA import.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
 from typing import Any
 
@@ -16,12 +18,14 @@ from tfx import types
 from tfx.components.evaluator import executor as evaluator_executor
 from tfx.types import artifact_utils
 
-PROPERTY_PREFIX = "metric_"
-# Top-level exec property (a runtime parameter in a compiled pipeline) that replaces the
-# lower bound of the accuracy threshold in eval_config: runtime parameters cannot live
-# inside a proto property.
-MIN_ACCURACY_KEY = "min_accuracy"
-ACCURACY_CLASS_NAME = "SparseCategoricalAccuracy"
+from components.reporting_evaluator.keys import (
+    ACCURACY_CLASS_NAME,
+    DIFF_PREFIX,
+    METRIC_PREFIX,
+    MIN_ACCURACY_KEY,
+    SLICE_METRICS,
+)
+
 # TFMA names the models only when there is a baseline to compare with.
 CANDIDATE_NAMES = ("", "candidate")
 
@@ -35,7 +39,7 @@ class Executor(evaluator_executor.Executor):
     ) -> None:
         super().Do(input_dict, output_dict, with_runtime_threshold(exec_properties))
         evaluation = artifact_utils.get_single_instance(output_dict["evaluation"])
-        record_metrics(evaluation, overall_metrics(evaluation.uri))
+        record_metrics(evaluation, read_metrics(evaluation.uri))
 
 
 def with_runtime_threshold(exec_properties: dict[str, Any]) -> dict[str, Any]:
@@ -58,30 +62,65 @@ def with_runtime_threshold(exec_properties: dict[str, Any]) -> dict[str, Any]:
     return {**exec_properties, "eval_config": json_format.MessageToJson(eval_config, sort_keys=True)}
 
 
-def overall_metrics(evaluation_uri: str) -> dict[str, float]:
-    """The whole eval split's scalar metrics, keyed like `name` or `name[classId:1]`."""
-    metrics: dict[str, float] = {}
+@dataclasses.dataclass
+class Metrics:
+    """Scalar metrics keyed like `name` or `name[classId:1]`."""
+
+    overall: dict[str, float] = dataclasses.field(default_factory=dict)  # the whole eval split
+    diff: dict[str, float] = dataclasses.field(default_factory=dict)  # candidate minus baseline
+    slices: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)  # "island=Dream": ...
+
+
+def read_metrics(evaluation_uri: str) -> Metrics:
+    """The candidate's scalar metrics from TFMA's output, overall, per slice and as changes."""
+    metrics = Metrics()
     for metrics_for_slice in tfma.load_metrics(evaluation_uri):
-        if metrics_for_slice.slice_key.single_slice_keys:
-            continue  # a slice, not the overall split
+        slice_keys = metrics_for_slice.slice_key.single_slice_keys
+        slice_name = "/".join(f"{key.column}={_slice_value(key)}" for key in slice_keys)
         for key_and_value in metrics_for_slice.metric_keys_and_values:
             key, value = key_and_value.key, key_and_value.value
-            if key.is_diff or key.model_name not in CANDIDATE_NAMES:
-                continue  # the baseline's values, or candidate minus baseline
+            if key.model_name not in CANDIDATE_NAMES:
+                continue  # the baseline's own values
             if not value.HasField("double_value"):
                 continue  # confusion matrices and other structured metrics
-            sub_key = key.sub_key
-            suffix = ""
-            if sub_key.HasField("class_id"):
-                suffix = f"[classId:{sub_key.class_id.value}]"
-            elif sub_key.HasField("top_k"):
-                suffix = f"[topK:{sub_key.top_k.value}]"
-            metrics[key.name + suffix] = value.double_value.value
+            name = key.name + _sub_key_suffix(key.sub_key)
+            if slice_name:
+                if not key.is_diff:
+                    metrics.slices.setdefault(slice_name, {})[name] = value.double_value.value
+            elif key.is_diff:
+                metrics.diff[name] = value.double_value.value
+            else:
+                metrics.overall[name] = value.double_value.value
     return metrics
 
 
-def record_metrics(evaluation: types.Artifact, metrics: dict[str, float]) -> None:
-    for name, value in metrics.items():
-        if not math.isfinite(value):
-            continue  # undefined (e.g. precision of a class never predicted); MySQL has no NaN
-        evaluation.set_float_custom_property(PROPERTY_PREFIX + name, value)
+def overall_metrics(evaluation_uri: str) -> dict[str, float]:
+    """The whole eval split's scalar metrics, keyed like `name` or `name[classId:1]`."""
+    return read_metrics(evaluation_uri).overall
+
+
+def _sub_key_suffix(sub_key) -> str:
+    if sub_key.HasField("class_id"):
+        return f"[classId:{sub_key.class_id.value}]"
+    if sub_key.HasField("top_k"):
+        return f"[topK:{sub_key.top_k.value}]"
+    return ""
+
+
+def _slice_value(key) -> str:
+    kind = key.WhichOneof("kind")
+    value = getattr(key, kind) if kind else ""
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def record_metrics(evaluation: types.Artifact, metrics: Metrics) -> None:
+    # An undefined value (e.g. precision of a class never predicted) is left out: MySQL
+    # stores no NaN.
+    for prefix, values in ((METRIC_PREFIX, metrics.overall), (DIFF_PREFIX, metrics.diff)):
+        for name, value in values.items():
+            if math.isfinite(value):
+                evaluation.set_float_custom_property(prefix + name, value)
+    slices = {slice_name: {name: value for name, value in values.items() if math.isfinite(value)}
+              for slice_name, values in sorted(metrics.slices.items())}
+    if slices:
+        evaluation.set_string_custom_property(SLICE_METRICS, json.dumps(slices, sort_keys=True))

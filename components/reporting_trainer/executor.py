@@ -18,12 +18,8 @@ from tfx.components.trainer import executor as trainer_executor
 from tfx.types import artifact_utils
 from tfx.utils import io_utils
 
+from components.reporting_trainer.keys import EPOCHS_KEY, TRAINING_PREFIX
 from trainer_module.train import REPORT_FILE
-
-PROPERTY_PREFIX = "training_"
-# Top-level exec property (a runtime parameter in a compiled pipeline) that overrides the
-# epochs in custom_config: runtime parameters cannot live inside a dict property.
-EPOCHS_KEY = "epochs"
 
 
 class Executor(trainer_executor.GenericExecutor):
@@ -63,7 +59,7 @@ def with_runtime_epochs(exec_properties: dict[str, Any]) -> dict[str, Any]:
 def record_report(model: types.Artifact, report: dict[str, Any]) -> None:
     """Each report entry as a typed custom property named training_<key>."""
     for key, value in report.items():
-        name = PROPERTY_PREFIX + key
+        name = TRAINING_PREFIX + key
         if isinstance(value, bool):
             model.set_int_custom_property(name, int(value))
         elif isinstance(value, int):

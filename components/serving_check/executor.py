@@ -15,13 +15,13 @@ from tfx.dsl.components.base import base_executor
 from tfx.types import artifact_utils
 from tfx.utils import path_utils
 
+from components.serving_check.keys import BLESSED, LATENCY_KEYS, PROBLEMS, SIGNATURES
 from serving import warmup
 
 WARMUP_EXAMPLES = 64
 CHECK_TIMEOUT_S = 600
 # The file names TFX's InfraValidator writes beside its verdict.
 BLESSED_FILE, NOT_BLESSED_FILE = "INFRA_BLESSED", "INFRA_NOT_BLESSED"
-LATENCY_KEYS = ("p50_ms_b1", "p99_ms_b1", "p50_ms_b64", "p99_ms_b64")
 
 
 class Executor(base_executor.BaseExecutor):
@@ -71,9 +71,9 @@ def run_check(model_dir: str, warmup_file: str, vocabulary_file: str) -> dict[st
 
 
 def record(blessing: types.Artifact, report: dict[str, Any]) -> None:
-    blessing.set_int_custom_property("blessed", int(bool(report["ok"])))
-    blessing.set_string_custom_property("problems", json.dumps(report.get("problems", [])))
-    blessing.set_string_custom_property("signatures", json.dumps(report.get("signatures", [])))
+    blessing.set_int_custom_property(BLESSED, int(bool(report["ok"])))
+    blessing.set_string_custom_property(PROBLEMS, json.dumps(report.get("problems", [])))
+    blessing.set_string_custom_property(SIGNATURES, json.dumps(report.get("signatures", [])))
     for key in LATENCY_KEYS:
         if key in report:
             blessing.set_float_custom_property(key, float(report[key]))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from pipeline.config import ConfigError
+from pipeline.errors import ConfigError
 
 BEAM_RUNNERS = ("direct", "dataflow", "flink", "spark")
 

@@ -15,11 +15,13 @@ from typing import Any
 
 from pipeline import schemas
 from pipeline.atomic import atomic_path
-from pipeline.config import ConfigError, PipelineConfig
+from pipeline.config import PipelineConfig
 from pipeline.deployment import Deployment, VertexEndpoint, VertexTraining
-from pipeline.runners import beam_args
+from pipeline.errors import ConfigError
+from pipeline.runners import TARGETS, beam_args
 
-TARGETS = ("vertex", "kubeflow")
+# What --resources may limit per component.
+RESOURCE_KEYS = ("cpu", "memory", "accelerator", "accelerator_count")
 # Where the Dockerfile puts the source tree and the embedded penguins CSV in the image.
 IMAGE_SOURCE_ROOT = "/turbotfx"
 IMAGE_DATA_ROOT = "/turbotfx/data/penguins"
@@ -155,3 +157,42 @@ def parameter_names(job: dict[str, Any]) -> list[str]:
     """The runtime parameters a compiled pipeline takes."""
     spec = job.get("pipelineSpec", job)
     return sorted(spec.get("root", {}).get("inputDefinitions", {}).get("parameters", {}))
+
+
+def parse_resources(text: str) -> tuple[str, Any]:
+    """'Trainer:cpu=8,memory=32,accelerator=NVIDIA_TESLA_T4,accelerator_count=1' -> (node, ResourceSpec)."""
+    from kfp.pipeline_spec import pipeline_spec_pb2
+
+    example = "e.g. Trainer:cpu=8,memory=32,accelerator=NVIDIA_TESLA_T4,accelerator_count=1"
+    node, sep, body = text.partition(":")
+    if not sep or not node or not body:
+        raise ConfigError(f"--resources {text!r} is not NODE:KEY=VALUE,...; {example}")
+    values: dict[str, str] = {}
+    for item in body.split(","):
+        key, eq, value = item.partition("=")
+        if not eq or key not in RESOURCE_KEYS:
+            raise ConfigError(f"--resources {text!r}: {item!r} is not one of "
+                              f"{', '.join(k + '=...' for k in RESOURCE_KEYS)}; {example}")
+        values[key] = value
+    spec = pipeline_spec_pb2.PipelineDeploymentConfig.PipelineContainerSpec.ResourceSpec()
+    try:
+        if "cpu" in values:
+            spec.cpu_limit = _positive(float(values["cpu"]))
+        if "memory" in values:
+            spec.memory_limit = _positive(float(values["memory"]))
+        if "accelerator_count" in values:
+            spec.accelerator.count = int(_positive(int(values["accelerator_count"])))
+    except ValueError:
+        raise ConfigError(f"--resources {text!r}: cpu, memory and accelerator_count must be positive "
+                          f"numbers; {example}") from None
+    if ("accelerator" in values) != ("accelerator_count" in values):
+        raise ConfigError(f"--resources {text!r}: give accelerator and accelerator_count together; {example}")
+    if "accelerator" in values:
+        spec.accelerator.type = values["accelerator"]
+    return node, spec
+
+
+def _positive(value: float) -> float:
+    if value <= 0:
+        raise ValueError(value)
+    return value

@@ -7,9 +7,11 @@ from pathlib import Path
 
 from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 
-from pipeline import data, metadata
+from pipeline import data
 from pipeline.config import MULTI_PROCESS_THRESHOLD_BYTES, PipelineConfig
 from pipeline.runners import beam_tuning
+from pipeline.store import connection
+from pipeline.store.url import parse_url
 
 
 def beam_mode(config: PipelineConfig, data_root: Path) -> str:
@@ -33,7 +35,7 @@ def beam_pipeline_args(mode: str) -> list[str]:
 
 def metadata_config(config: PipelineConfig):
     """The MLMD connection: --metadata-url, else the workspace's SQLite store."""
-    return metadata.connection_config(config.metadata_url or metadata.sqlite_url(config.metadata_path))
+    return connection.connection_config(config.metadata_store_url)
 
 
 def cache_enabled(config: PipelineConfig) -> bool:
@@ -42,7 +44,7 @@ def cache_enabled(config: PipelineConfig) -> bool:
     met"): the cached Transform's outputs came back with the Examples and TransformCache
     types swapped, so no Examples was found under 'transformed_examples'. Every component
     runs again instead; SQLite and MySQL keep the cache."""
-    if config.metadata_url and metadata.parse_url(config.metadata_url).scheme == "postgresql":
+    if config.metadata_url and parse_url(config.metadata_url).scheme == "postgresql":
         return False
     return config.enable_cache
 

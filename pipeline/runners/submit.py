@@ -17,9 +17,9 @@ from typing import Any
 
 import yaml
 
-from pipeline.config import ConfigError
+from pipeline.errors import ConfigError, first_line
+from pipeline.runners import TARGETS
 
-TARGETS = ("vertex", "kubeflow")
 KFP_TOKEN_ENV = "TURBOTFX_KFP_TOKEN"
 _PARAMETER_TYPES = {"STRING": str, "NUMBER_INTEGER": int, "NUMBER_DOUBLE": float, "BOOLEAN": bool}
 
@@ -172,14 +172,14 @@ def _submit_vertex(options: SubmitOptions, package: dict[str, Any]) -> dict[str,
         credentials, _ = google.auth.default(scopes=["https://www.googleapis.com/auth/cloud-platform"])
     except auth_exceptions.DefaultCredentialsError as err:
         raise ConfigError(
-            f"no usable Google Cloud credentials ({_first_line(err)}); run `gcloud auth "
+            f"no usable Google Cloud credentials ({first_line(err)}); run `gcloud auth "
             "application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS to a service account key file"
         ) from None
     job = _vertex_job(options, package, credentials)
     try:
         job.submit(service_account=options.service_account)
     except (auth_exceptions.GoogleAuthError, auth_exceptions.RefreshError) as err:
-        raise ConfigError(f"Google Cloud refused the credentials ({_first_line(err)}); "
+        raise ConfigError(f"Google Cloud refused the credentials ({first_line(err)}); "
                           "refresh them with `gcloud auth application-default login`") from None
     return {"job": job.resource_name, "link": job._dashboard_uri()}
 
@@ -229,7 +229,7 @@ def _submit_kubeflow(options: SubmitOptions, package: dict[str, Any]) -> dict[st
         created = client._run_api.create_run(body=run)
     except urllib3.exceptions.MaxRetryError as err:
         # The reason reads "<HTTPConnection object at 0x...>: Failed to establish ...": keep the cause.
-        reason = _first_line(err.reason).split(">: ", 1)[-1]
+        reason = first_line(err.reason).split(">: ", 1)[-1]
         raise ConfigError(f"nothing answers at {options.host} ({reason}); check --host "
                           "(e.g. `kubectl port-forward -n kubeflow svc/ml-pipeline-ui 8080:80`, then "
                           "--host http://localhost:8080)") from None
@@ -238,11 +238,7 @@ def _submit_kubeflow(options: SubmitOptions, package: dict[str, Any]) -> dict[st
             raise ConfigError(f"Kubeflow Pipelines at {options.host} refused the credentials "
                               f"({err.status} {err.reason}); put a valid token in ${KFP_TOKEN_ENV}") from None
         raise ConfigError(f"Kubeflow Pipelines at {options.host} rejected the run "
-                          f"({err.status} {err.reason}): {_first_line(err.body)}") from None
+                          f"({err.status} {err.reason}): {first_line(err.body)}") from None
     return {"run_id": created.run_id, "experiment_id": experiment.experiment_id,
             "link": f"{options.host.rstrip('/')}/#/runs/details/{created.run_id}"}
 
-
-def _first_line(value: object) -> str:
-    text = str(value or "").strip()
-    return text.splitlines()[0] if text else type(value).__name__

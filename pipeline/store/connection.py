@@ -1,100 +1,27 @@
-"""The ML Metadata store from one URL, for the runner and for provenance queries.
+"""Opens the ML Metadata store a URL names (ml_metadata lives here), and holds a SQLite
+store for one pipeline run at a time.
 
-    sqlite:///abs/path/store.sqlite         (the default: the workspace's store;
-                                             sqlite://rel/path.sqlite is relative)
-    mysql://user@host[:port]/database       (port 3306 by default)
-    postgresql://user@host[:port]/database  (port 5432 by default)
-
-The password comes from the environment variable TURBOTFX_METADATA_PASSWORD, never from
-the URL or the command line (both end up in shell history and process listings), and
-no message or log line carries it.
+The password comes from the environment variable TURBOTFX_METADATA_PASSWORD (see
+pipeline/store/url.py), and no message or log line carries it.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import fcntl
 import os
 import socket
 from pathlib import Path
 from typing import Iterator, Mapping
-from urllib.parse import unquote, urlsplit
 
 from ml_metadata.proto import metadata_store_pb2
 
-from pipeline.config import ConfigError
-
-PASSWORD_ENV_VAR = "TURBOTFX_METADATA_PASSWORD"
-DEFAULT_PORTS = {"mysql": 3306, "postgresql": 5432}
-SCHEMES = ("sqlite", "mysql", "postgresql")
+from pipeline.errors import ConfigError, first_line
+from pipeline.store.url import PASSWORD_ENV_VAR, MetadataUrl, parse_url
 
 
 class MetadataConnectionError(ConfigError):
     """The store at a URL could not be opened; the message names the URL and the cause."""
-
-
-@dataclasses.dataclass(frozen=True)
-class MetadataUrl:
-    scheme: str
-    path: str = ""  # sqlite: the database file
-    user: str = ""
-    host: str = ""
-    port: int = 0
-    database: str = ""
-
-    def __str__(self) -> str:
-        """The URL as given, less any secret: safe to print and log."""
-        if self.scheme == "sqlite":
-            return f"sqlite://{self.path}"
-        return f"{self.scheme}://{self.user}@{self.host}:{self.port}/{self.database}"
-
-
-def parse_url(url: str) -> MetadataUrl:
-    """Checks and splits a metadata URL; a bad one gets a ConfigError naming the fix."""
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
-    if scheme == "postgres":
-        scheme = "postgresql"
-    if scheme not in SCHEMES:
-        raise ConfigError(
-            f"metadata URL {_without_password(url)!r} has an unsupported scheme; use sqlite:///PATH, "
-            "mysql://USER@HOST[:PORT]/DB or postgresql://USER@HOST[:PORT]/DB"
-        )
-    if parts.password is not None:
-        raise ConfigError(
-            f"metadata URL {_without_password(url)!r} carries a password; remove it from the URL and "
-            f"set it in the environment variable {PASSWORD_ENV_VAR} instead"
-        )
-    if scheme == "sqlite":
-        path = unquote(parts.netloc + parts.path)
-        if not path:
-            raise ConfigError(f"metadata URL {url!r} names no file; use sqlite:///path/to/store.sqlite")
-        return MetadataUrl(scheme=scheme, path=path)
-    database = parts.path.lstrip("/")
-    if not parts.hostname or not database or not parts.username:
-        raise ConfigError(
-            f"metadata URL {_without_password(url)!r} needs a user, a host and a database: "
-            f"{scheme}://USER@HOST[:PORT]/DATABASE"
-        )
-    try:
-        port = parts.port or DEFAULT_PORTS[scheme]
-    except ValueError:
-        raise ConfigError(f"metadata URL {_without_password(url)!r} has an invalid port") from None
-    return MetadataUrl(scheme=scheme, user=unquote(parts.username), host=parts.hostname, port=port,
-                       database=database)
-
-
-def sqlite_url(path: Path) -> str:
-    return f"sqlite://{path.resolve()}"
-
-
-def existing_store_url(metadata_url: str | None, sqlite_path: Path) -> str | None:
-    """The store to query: the URL given, else the SQLite file if a run made it. A query
-    must never create an empty store, so a missing file gives None."""
-    if metadata_url:
-        return metadata_url
-    return sqlite_url(sqlite_path) if Path(sqlite_path).is_file() else None
 
 
 def connection_config(
@@ -133,7 +60,7 @@ def open_store(url: str | MetadataUrl, environ: Mapping[str, str] | None = None)
         return metadata_store.MetadataStore(config)
     except Exception as err:  # MLMD raises its own error types per backend
         password = (environ if environ is not None else os.environ).get(PASSWORD_ENV_VAR, "")
-        cause = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        cause = first_line(err)
         if parsed.scheme != "sqlite":
             cause = _server_cause(parsed, cause)
         if password:
@@ -193,10 +120,3 @@ def exclusive_run(url: str | MetadataUrl) -> Iterator[None]:
         finally:
             lock_file.seek(0)
             lock_file.truncate()  # the lock itself goes with the file descriptor
-
-
-def _without_password(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    return url.replace(f":{parts.password}@", ":***@", 1)

@@ -15,7 +15,11 @@ from typing import Any
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2 as mlmd_pb
 
-from pipeline.config import ConfigError
+from components.atomic_pusher import keys as pusher_keys
+from components.reporting_evaluator import keys as evaluator_keys
+from components.reporting_trainer import keys as trainer_keys
+from components.serving_check import keys as check_keys
+from pipeline.errors import ConfigError
 
 INPUT = mlmd_pb.Event.INPUT
 OUTPUT = mlmd_pb.Event.OUTPUT
@@ -26,19 +30,14 @@ UPSTREAM_HOPS = 6
 DOWNSTREAM_HOPS = 2
 # Only what the graph walk reads: the types come from one cached lookup instead.
 GRAPH_FIELDS = ["artifacts", "executions", "events"]
-TRAINING_PREFIX = "training_"  # components/reporting_trainer
-METRIC_PREFIX = "metric_"  # components/reporting_evaluator
-KEY_METRIC = "sparse_categorical_accuracy"
-# Trainer exec properties that hold hyperparameters (JSON text in MLMD).
-HYPERPARAMETER_PROPERTIES = ("custom_config", "train_args", "eval_args")
-# In the Trainer's custom_config but not a hyperparameter: a hash of the training code.
-CODE_FINGERPRINT = "code_fingerprint"
 # Training-report entries that resolve an `auto` or derived setting.
 EFFECTIVE_KEYS = ("strategy", "replicas", "precision", "xla", "global_batch_size", "effective_learning_rate")
-# What the serving check records on its InfraBlessing (components/serving_check).
-SERVING_CHECK_KEYS = ("p50_ms_b1", "p99_ms_b1", "p50_ms_b64", "p99_ms_b64", "problems")
+# What the serving check records on its InfraBlessing, shown as is.
+SERVING_CHECK_KEYS = (*check_keys.LATENCY_KEYS, check_keys.PROBLEMS)
 STATE_NAMES = {value: name for name, value in mlmd_pb.Execution.State.items()}
 PIPELINE_CONTEXT, RUN_CONTEXT = "pipeline", "pipeline_run"
+# PushedModels that were really pushed (TFX records a PushedModel for every Pusher run).
+PUSHED_FILTER = f"type = 'PushedModel' AND custom_properties.{pusher_keys.PUSHED}.int_value = 1"
 
 
 class LineageError(ConfigError):
@@ -161,7 +160,7 @@ def find_model(
     if uri is not None:
         return _model_from_artifact(store, types, _artifact_by_uri(store, uri))
     if latest:
-        pushed = _artifacts(store, "type = 'PushedModel' AND custom_properties.pushed.int_value = 1", limit=1)
+        pushed = _artifacts(store, PUSHED_FILTER, limit=1)
         if not pushed:
             raise LineageError(
                 "no model has been pushed yet in this metadata store; run the pipeline until a "
@@ -195,12 +194,11 @@ def _pushed_model_by_version(store, version: str) -> mlmd_pb.Artifact:
     if not version.isdigit():
         raise LineageError(f"model version {version!r} is not a serving version: versions are the "
                            "integer directory names under the serving directory")
-    found = _artifacts(store, f"type = 'PushedModel' AND custom_properties.pushed_version.string_value = "
-                              f"{_quoted(version)}", limit=1)
+    found = _artifacts(store, f"type = 'PushedModel' AND custom_properties.{pusher_keys.PUSHED_VERSION}"
+                              f".string_value = {_quoted(version)}", limit=1)
     if not found:
-        known = [a.custom_properties["pushed_version"].string_value
-                 for a in _artifacts(store, "type = 'PushedModel' AND custom_properties.pushed.int_value = 1",
-                                     limit=5)]
+        known = [a.custom_properties[pusher_keys.PUSHED_VERSION].string_value
+                 for a in _artifacts(store, PUSHED_FILTER, limit=5)]
         hint = f"latest pushed versions: {', '.join(known)}" if known else "no model has been pushed yet"
         raise LineageError(f"no pushed model has version {version} in this metadata store ({hint}); "
                            "`turbotfx runs` lists the pushed versions")
@@ -210,8 +208,8 @@ def _pushed_model_by_version(store, version: str) -> mlmd_pb.Artifact:
 def _artifact_by_uri(store, uri: str) -> mlmd_pb.Artifact:
     uri = uri.rstrip("/") or uri
     found = store.get_artifacts_by_uri(uri) or _artifacts(
-        store, f"type = 'PushedModel' AND custom_properties.pushed_destination.string_value = {_quoted(uri)}",
-        limit=1)
+        store, f"type = 'PushedModel' AND custom_properties.{pusher_keys.PUSHED_DESTINATION}.string_value = "
+               f"{_quoted(uri)}", limit=1)
     if not found:
         raise LineageError(f"no artifact in this metadata store has the URI {uri!r}; give a model's URI, "
                            "a pushed model's URI or its serving directory")
@@ -232,6 +230,21 @@ def _model_from_artifact(store, types: TypeNames, artifact: mlmd_pb.Artifact) ->
             return store.get_artifacts_by_id(model_ids[:1])[0]
     raise LineageError(f"artifact {artifact.id} is of type {type_name}, not a model; lineage starts at a Model, "
                        "a PushedModel or a ModelBlessing")
+
+
+def pushed_origins(store: metadata_store.MetadataStore, versions: list[int]) -> dict[int, dict[str, Any]]:
+    """Model artifact and pipeline run of each serving version this store knows."""
+    types = TypeNames(store)
+    origins = {}
+    for version in versions:
+        try:
+            model = find_model(store, model_version=str(version), types=types)
+        except LineageError:
+            continue  # pushed by another store, or before MLMD kept it
+        run_ids = [c.name for c in store.get_contexts_by_artifact(model.id)
+                   if types.context(c.type_id) == RUN_CONTEXT]
+        origins[version] = {"model_id": model.id, "run_id": run_ids[0] if run_ids else None}
+    return origins
 
 
 # --- the lineage of one model ----------------------------------------------------------
@@ -277,24 +290,24 @@ def model_lineage(
     infra_blessing = max(infra_blessings, key=lambda a: a.id) if infra_blessings else None
     pushers = _finished(graph.consumers(model.id, "model"), graph, has_output="pushed_model")
     pushed = [a for p in pushers for a in graph.outputs(p.id, "pushed_model")
-              if a.custom_properties["pushed"].int_value]
+              if a.custom_properties[pusher_keys.PUSHED].int_value]
     pushed_model = max(pushed, key=lambda a: a.id) if pushed else None
 
-    report = _prefixed(model, TRAINING_PREFIX)
+    report = _prefixed(model, trainer_keys.TRAINING_PREFIX)
     return {
         "model": {"id": model.id, "uri": model.uri},
         "pushed_model": None if pushed_model is None else {
             "id": pushed_model.id,
             "uri": pushed_model.uri,
-            "version": pushed_model.custom_properties["pushed_version"].string_value,
-            "destination": pushed_model.custom_properties["pushed_destination"].string_value,
+            "version": pushed_model.custom_properties[pusher_keys.PUSHED_VERSION].string_value,
+            "destination": pushed_model.custom_properties[pusher_keys.PUSHED_DESTINATION].string_value,
         },
         "trainer": {
             "execution_id": trainer.id,
             "state": STATE_NAMES.get(trainer.last_known_state, "UNKNOWN"),
             "hyperparameters": hyperparameters(trainer),
             "effective": {key: report[key] for key in EFFECTIVE_KEYS if key in report},
-            "code_fingerprint": _json_property(trainer, "custom_config").get(CODE_FINGERPRINT),
+            "code_fingerprint": _json_property(trainer, "custom_config").get(trainer_keys.CODE_FINGERPRINT_KEY),
             "training_report": report,
         },
         "transform": None if transform is None else {
@@ -318,14 +331,14 @@ def model_lineage(
         "evaluation": None if evaluation is None else {
             "id": evaluation.id,
             "uri": evaluation.uri,
-            "metrics": _prefixed(evaluation, METRIC_PREFIX),
-            "blessed": bool(blessing.custom_properties["blessed"].int_value) if blessing else None,
+            "metrics": _prefixed(evaluation, evaluator_keys.METRIC_PREFIX),
+            "blessed": bool(blessing.custom_properties[evaluator_keys.BLESSED].int_value) if blessing else None,
             "baseline_model_id": _baseline_id(blessing, baseline),
         },
         "serving_check": None if infra_blessing is None else {
             "id": infra_blessing.id,
             "uri": infra_blessing.uri,
-            "passed": bool(infra_blessing.custom_properties["blessed"].int_value),
+            "passed": bool(infra_blessing.custom_properties[check_keys.BLESSED].int_value),
             **{key: _property(infra_blessing, key) for key in SERVING_CHECK_KEYS},
         },
         "pipeline": {
@@ -338,19 +351,19 @@ def model_lineage(
 
 def _baseline_id(blessing: mlmd_pb.Artifact | None, baseline: mlmd_pb.Artifact | None) -> int | None:
     # The Evaluator records the baseline it compared against on the blessing.
-    if blessing is not None and "baseline_model_id" in blessing.custom_properties:
-        return blessing.custom_properties["baseline_model_id"].int_value
+    if blessing is not None and evaluator_keys.BASELINE_MODEL_ID in blessing.custom_properties:
+        return blessing.custom_properties[evaluator_keys.BASELINE_MODEL_ID].int_value
     return baseline.id if baseline else None
 
 
 def hyperparameters(trainer: mlmd_pb.Execution) -> dict[str, Any]:
     """What the Trainer was configured with: its custom config, train args and eval args."""
     values = {key: value for key, value in _json_property(trainer, "custom_config").items()
-              if key != CODE_FINGERPRINT}
+              if key != trainer_keys.CODE_FINGERPRINT_KEY}
     for name in ("train_args", "eval_args"):
         values[name] = _json_property(trainer, name)
     # A compiled pipeline's runtime parameter overrides custom_config's epochs.
-    epochs = _property(trainer, "epochs")
+    epochs = _property(trainer, trainer_keys.EPOCHS_KEY)
     if epochs is not None:
         values["epochs"] = int(epochs)
     return values

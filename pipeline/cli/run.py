@@ -2,26 +2,50 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 
-from pipeline import console as console_lib
-from pipeline import data, metadata
-from pipeline.config import PipelineConfig, ensure_writable_home
+from pipeline import config as config_lib
+from pipeline.cli import args as cli_args
+from pipeline.config import PipelineConfig
+from pipeline.errors import innermost_cause
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    run = commands.add_parser("run", help="run the whole pipeline (default: penguins in ./workspace)")
+    cli_args.add_workspace_args(run)
+    cli_args.add_pipeline_args(run)
+    run.add_argument("--beam-mode", choices=config_lib.BEAM_MODES,
+                     help="Beam DirectRunner mode (default: auto, by data size)")
+    cli_args.add_metadata_url(
+        run, "MLMD store: sqlite:///PATH, mysql://USER@HOST[:PORT]/DB or postgresql://USER@HOST[:PORT]/DB; "
+             "password in $TURBOTFX_METADATA_PASSWORD (default: SQLite in the workspace)")
+    cli_args.add_no_cache(run, "re-execute every component")
+    cli_args.add_verbose(run, "show TF, Beam and TFX logs")
+    run.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    return run_pipeline(cli_args.config_from_args(args), verbose=args.verbose)
 
 
 def run_pipeline(config: PipelineConfig, verbose: bool = False) -> int:
     """Runs everything; returns the process exit code (0 only when the run completed)."""
-    ensure_writable_home(config)
-    store_url = config.metadata_url or metadata.sqlite_url(config.metadata_path)
-    with metadata.exclusive_run(store_url):
+    from pipeline.store import connection
+
+    config_lib.ensure_writable_home(config)
+    with connection.exclusive_run(config.metadata_store_url):
         if config.metadata_url:
             # Fail before any work when the store cannot be reached, naming the URL.
-            metadata.open_store(config.metadata_url)
+            connection.open_store(config.metadata_url)
         return _run(config, verbose)
 
 
 def _run(config: PipelineConfig, verbose: bool) -> int:
+    from pipeline import data
+    from pipeline.cli import console as console_lib
+
     data_root = data.prepare_data(config)
     started = time.perf_counter()
     with console_lib.session(config.log_path, verbose) as console:
@@ -40,14 +64,15 @@ def _run(config: PipelineConfig, verbose: bool) -> int:
         except Exception as err:  # any component failure: reported below with its cause
             console.abort_line()
             failure = err
-        summary = _latest_summary(config, local.metadata_config(config))
+        summary = _latest_summary(config)
         if summary:
             console.line(summary.format())
         console.line(f"wall time {time.perf_counter() - started:.1f}s")
         if failure is not None:
-            failed = _failed_component(summary) or console.current or "a component"
+            failed = summary.failed_component() if summary else None
             console.line("")
-            console.line(f"turbotfx: error: {failed} failed: {_cause(failure)}")
+            console.line(f"turbotfx: error: {failed or console.current or 'a component'} failed: "
+                         f"{_cause(failure)}")
             console.line(f"  details: {config.log_path}")
             return 1
     if summary and summary.blessed is False:
@@ -59,26 +84,15 @@ def _run(config: PipelineConfig, verbose: bool) -> int:
     return 0
 
 
-def _latest_summary(config: PipelineConfig, connection_config):
-    from ml_metadata.metadata_store import metadata_store
+def _latest_summary(config: PipelineConfig):
+    from pipeline.provenance import summary
+    from pipeline.store import connection
 
-    from pipeline import run_summary
-
-    store = metadata_store.MetadataStore(connection_config)
-    return run_summary.latest_run(store, config.pipeline_name)
-
-
-def _failed_component(summary) -> str | None:
-    if summary:
-        for component in summary.components:
-            if component.state == "FAILED":
-                return component.node_id
-    return None
+    store = connection.open_store(config.metadata_store_url)
+    return summary.latest_run(store, config.pipeline_name)
 
 
 def _cause(error: BaseException) -> str:
     """The innermost exception's message: TFX wraps executor errors in its own."""
-    while error.__cause__ is not None:
-        error = error.__cause__
-    text = str(error).strip()
-    return text or type(error).__name__
+    error = innermost_cause(error)
+    return str(error).strip() or type(error).__name__

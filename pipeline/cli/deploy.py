@@ -7,17 +7,14 @@ import argparse
 import json
 import os
 import warnings
-from typing import Any
 
-from pipeline.config import ConfigError
+from pipeline.cli import args as cli_args
+from pipeline.cli.console import quietly
+from pipeline.errors import ConfigError
 from pipeline.runners import beam_args
 
-RESOURCE_KEYS = ("cpu", "memory", "accelerator", "accelerator_count")
 
-
-def add_parsers(commands: argparse._SubParsersAction) -> None:
-    from pipeline import cli
-
+def add_parser(commands: argparse._SubParsersAction) -> None:
     compile_ = commands.add_parser(
         "compile", help="compile the pipeline for Vertex AI Pipelines or Kubeflow Pipelines (offline)")
     compile_.add_argument("--target", required=True, help="vertex (PipelineJob JSON) or kubeflow (KFP v2 YAML)")
@@ -25,12 +22,12 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     compile_.add_argument("--pipeline-root", required=True,
                           help="where artifacts go: gs://BUCKET/DIR (Vertex); gs://, s3:// or minio:// (Kubeflow)")
     compile_.add_argument("--output", required=True, help="file to write: pipeline.json (vertex), pipeline.yaml (kubeflow)")
-    compile_.add_argument("--dataset", help="embedded dataset: penguins (default) or synthetic")
-    compile_.add_argument("--data-root", help="default of the data_root parameter: a directory of CSV files "
-                                              "(default: the penguins CSV inside the image)")
+    cli_args.add_dataset(compile_, "embedded dataset: penguins (default) or synthetic")
+    cli_args.add_data_root(compile_, "default of the data_root parameter: a directory of CSV files "
+                                     "(default: the penguins CSV inside the image)")
     compile_.add_argument("--serving-root", help="where the Pusher writes versions (default: <pipeline root>/serving)")
-    cli.add_pipeline_args(compile_)
-    compile_.add_argument("--no-cache", action="store_true", help="compile with caching off for every task")
+    cli_args.add_pipeline_args(compile_)
+    cli_args.add_no_cache(compile_, "compile with caching off for every task")
 
     beam = compile_.add_argument_group("Beam (ExampleGen, StatisticsGen, Transform, Evaluator)")
     beam.add_argument("--beam-runner", default="direct", choices=beam_args.BEAM_RUNNERS,
@@ -76,9 +73,11 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     caching.add_argument("--cache", dest="enable_caching", action="store_true", default=None)
     caching.add_argument("--no-cache", dest="enable_caching", action="store_false")
     submit.add_argument("--dry-run", action="store_true", help="print the exact request instead of sending it")
+    compile_.set_defaults(handler=handle)
+    submit.set_defaults(handler=handle)
 
 
-def run(args: argparse.Namespace) -> int:
+def handle(args: argparse.Namespace) -> int:
     # Google client libraries warn about the Python version on import; the answer is ours to print.
     warnings.filterwarnings("ignore", category=FutureWarning)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -88,11 +87,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _compile(args: argparse.Namespace) -> int:
-    from pipeline import cli
     from pipeline.runners import kubeflow
 
     # data_root here is the runtime parameter's default, not a local directory to read.
-    config = cli.config_from_args(argparse.Namespace(**{**vars(args), "data_root": None, "home": None}))
+    config = cli_args.config_from_args(args, ignore=("data_root",))
     options = kubeflow.CompileOptions(
         target=args.target,
         image=args.image or "",
@@ -108,10 +106,10 @@ def _compile(args: argparse.Namespace) -> int:
         ),
         vertex_training=_vertex_training(args),
         vertex_endpoint=_vertex_endpoint(args),
-        resources={node: spec for node, spec in map(parse_resources, args.resources)},
+        resources={node: spec for node, spec in map(kubeflow.parse_resources, args.resources)},
     )
     kubeflow.validate(options, config)  # before TFX and TF are imported (seconds)
-    job = _quietly(kubeflow.compile_pipeline, config, options)
+    job = quietly(kubeflow.compile_pipeline, config, options)
     tasks = job["pipelineSpec"]["root"]["dag"]["tasks"]
     print(f"compiled {config.pipeline_name!r} for {args.target}: {len(tasks)} tasks -> {args.output}")
     print(f"  image {args.image}, pipeline root {args.pipeline_root}, Beam runner {args.beam_runner}")
@@ -152,45 +150,6 @@ def _require_project(args: argparse.Namespace, what: str) -> None:
         raise ConfigError(f"{what} needs --project and --region (e.g. --project my-project --region us-central1)")
 
 
-def parse_resources(text: str) -> tuple[str, Any]:
-    """'Trainer:cpu=8,memory=32,accelerator=NVIDIA_TESLA_T4,accelerator_count=1' -> (node, ResourceSpec)."""
-    from kfp.pipeline_spec import pipeline_spec_pb2
-
-    example = "e.g. Trainer:cpu=8,memory=32,accelerator=NVIDIA_TESLA_T4,accelerator_count=1"
-    node, sep, body = text.partition(":")
-    if not sep or not node or not body:
-        raise ConfigError(f"--resources {text!r} is not NODE:KEY=VALUE,...; {example}")
-    values: dict[str, str] = {}
-    for item in body.split(","):
-        key, eq, value = item.partition("=")
-        if not eq or key not in RESOURCE_KEYS:
-            raise ConfigError(f"--resources {text!r}: {item!r} is not one of "
-                              f"{', '.join(k + '=...' for k in RESOURCE_KEYS)}; {example}")
-        values[key] = value
-    spec = pipeline_spec_pb2.PipelineDeploymentConfig.PipelineContainerSpec.ResourceSpec()
-    try:
-        if "cpu" in values:
-            spec.cpu_limit = _positive(float(values["cpu"]))
-        if "memory" in values:
-            spec.memory_limit = _positive(float(values["memory"]))
-        if "accelerator_count" in values:
-            spec.accelerator.count = int(_positive(int(values["accelerator_count"])))
-    except ValueError:
-        raise ConfigError(f"--resources {text!r}: cpu, memory and accelerator_count must be positive "
-                          f"numbers; {example}") from None
-    if ("accelerator" in values) != ("accelerator_count" in values):
-        raise ConfigError(f"--resources {text!r}: give accelerator and accelerator_count together; {example}")
-    if "accelerator" in values:
-        spec.accelerator.type = values["accelerator"]
-    return node, spec
-
-
-def _positive(value: float) -> float:
-    if value <= 0:
-        raise ValueError(value)
-    return value
-
-
 def _submit(args: argparse.Namespace) -> int:
     from pipeline.runners import submit
 
@@ -209,25 +168,10 @@ def _submit(args: argparse.Namespace) -> int:
         experiment=args.experiment,
     )
     if args.dry_run:
-        request = _quietly(submit.build_request, options)
+        request = quietly(submit.build_request, options)
         print(json.dumps(request, indent=2, sort_keys=True))
         return 0
-    result = _quietly(submit.submit, options)
+    result = quietly(submit.submit, options)
     print(f"submitted to {args.target}: " + ", ".join(f"{k} {v}" for k, v in result.items()))
     return 0
 
-
-def _quietly(function, *args):
-    """Runs function with TFX, absl and client-library info logs kept off the terminal."""
-    import logging
-
-    logging.getLogger().setLevel(logging.ERROR)
-    for name in ("absl", "google", "kfp", "urllib3"):
-        logging.getLogger(name).setLevel(logging.ERROR)
-    try:
-        from absl import logging as absl_logging
-
-        absl_logging.set_verbosity(absl_logging.ERROR)
-    except ImportError:
-        pass
-    return function(*args)

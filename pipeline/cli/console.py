@@ -9,7 +9,7 @@ import re
 import sys
 import time
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO, Any, Callable, Iterator
 
 # What TFX's LocalDagRunner logs around each node (tfx/orchestration/local/local_dag_runner.py).
 _RUNNING = re.compile(r"Component (\S+) is running\.")
@@ -120,3 +120,17 @@ def _absl_to_python_logging() -> None:
     from absl import logging as absl_logging
 
     absl_logging.set_verbosity(absl_logging.INFO)
+
+
+def quietly(function: Callable[..., Any], *args: Any) -> Any:
+    """Runs function with TFX, absl and client-library info logs kept off the terminal."""
+    logging.getLogger().setLevel(logging.ERROR)
+    for name in ("absl", "google", "kfp", "urllib3"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    try:
+        from absl import logging as absl_logging
+
+        absl_logging.set_verbosity(absl_logging.ERROR)
+    except ImportError:
+        pass
+    return function(*args)

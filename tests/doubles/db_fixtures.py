@@ -1,6 +1,6 @@
 """Pytest plugin: one real MariaDB and one real PostgreSQL server per test session, on loopback.
 
-Register with `pytest_plugins = ["tests.db_fixtures"]` in the top conftest. A test that needs a
+Register with `pytest_plugins = ["tests.doubles.db_fixtures"]` in the top conftest. A test that needs a
 database of its own calls `server.create_database()` on the fixture's value.
 """
 
@@ -10,7 +10,7 @@ from typing import Iterator
 
 import pytest
 
-from tests.db_servers import DbServer, start_mariadb, start_postgresql
+from tests.doubles.db_servers import DbServer, start_mariadb, start_postgresql
 
 
 @pytest.fixture(scope="session")

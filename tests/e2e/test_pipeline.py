@@ -1,4 +1,5 @@
-"""The whole pipeline on penguins, through the CLI, in a temp workspace."""
+"""The whole pipeline on penguins, through the CLI: the shared first run, and reruns in
+copies of its workspace."""
 
 from __future__ import annotations
 
@@ -8,10 +9,10 @@ import pytest
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
-from pipeline import run_summary
+from pipeline.provenance import summary as run_summary
 from pipeline.runners import local
 from serving import model_config, warmup
-from tests.conftest import FAST_RUN_ARGS, turbotfx
+from tests.conftest import FAST_RUN_ARGS, rerun_args, turbotfx
 from trainer_module import hardware
 
 pytestmark = pytest.mark.e2e
@@ -64,7 +65,7 @@ def test_the_push_is_labelled_for_tf_serving(first_run):
 
 def test_the_serving_check_passed_and_its_warmup_requests_were_pushed(first_run):
     [version] = _versions(first_run.config)
-    logs = list(warmup.read(warmup.saved_model_path(str(version))))
+    logs = list(warmup.read(str(version / warmup.IN_SAVED_MODEL)))
     assert [len(log.predict_log.request.inputs["examples"].string_val) for log in logs] == [1, 8, 64]
     assert logs[0].predict_log.request.model_spec.signature_name == "serving_default"
     assert "serving check: passed (" in first_run.output and "at batch 64" in first_run.output
@@ -86,7 +87,10 @@ def test_first_run_records_one_complete_execution_per_component(first_run):
     assert all(states[node] == "COMPLETE" for node in executed), states
     assert len(summary.components) == len(set(states)), "one execution per component"
     assert summary.metrics["sparse_categorical_accuracy"] >= 0.5
-    assert {"island=Biscoe", "island=Dream", "island=Torgersen"} <= set(summary.slice_accuracy)
+    assert {"island=Biscoe", "island=Dream", "island=Torgersen"} <= set(summary.slice_metrics)
+    assert all(0 <= values["sparse_categorical_accuracy"] <= 1 for values in summary.slice_metrics.values())
+    assert summary.serving_check["passed"] and summary.pushed_version and summary.blessed
+    assert summary.status == "COMPLETE"
 
 
 def test_summary_shows_every_component_and_the_metrics(first_run):
@@ -96,10 +100,10 @@ def test_summary_shows_every_component_and_the_metrics(first_run):
     assert "accuracy[island=Dream]" in first_run.output
 
 
-def test_second_run_reuses_the_cache_and_uses_the_first_model_as_baseline(first_run):
-    config = first_run.config
+def test_second_run_reuses_the_cache_and_uses_the_first_model_as_baseline(first_run, first_run_copy):
+    config = first_run_copy.config
     first_model = _pushed_model_ids(config)
-    result = turbotfx("run", *FAST_RUN_ARGS, home=first_run.home)
+    result = turbotfx("run", *FAST_RUN_ARGS, *rerun_args(first_run), home=first_run_copy.home)
     assert result.exit_code == 0, result.output
     store = _store(config)
     summary = run_summary.latest_run(store, config.pipeline_name)
@@ -113,14 +117,16 @@ def test_second_run_reuses_the_cache_and_uses_the_first_model_as_baseline(first_
     first_version, second_version = [int(p.name) for p in _versions(config)]
     status = model_config.status(config.serving_dir.parent, config.model_name)
     assert (status.stable, status.canary) == (first_version, second_version)
+    # The summary shows the change against the baseline as TFMA names it.
+    assert "sparse_categorical_accuracy_diff" in result.output
 
 
-def test_impossible_threshold_pushes_nothing_and_says_so(first_run):
-    config = first_run.config
+def test_impossible_threshold_pushes_nothing_and_says_so(first_run, first_run_copy):
+    config = first_run_copy.config
     before = _versions(config)
     # A barely trained model (one epoch at a negligible learning rate) cannot reach 99%.
     result = turbotfx("run", "--epochs", "1", "--learning-rate", "1e-6", "--min-accuracy", "0.99",
-                      home=first_run.home)
+                      *rerun_args(first_run), home=first_run_copy.home)
     assert result.exit_code == 0, result.output
     assert "blessed: no" in result.output
     assert "nothing was pushed" in result.output
@@ -158,7 +164,6 @@ def test_console_is_quiet_and_the_log_file_holds_the_library_output(first_run):
 def test_training_report_is_recorded_on_the_model_artifact(first_run):
     store = _store(first_run.config)
     context = store.get_context_by_type_and_name("node", "turbotfx.Trainer")
-    # The first run's Trainer: later tests in this module train with other settings.
     trainer = min(store.get_executions_by_context(context.id), key=lambda e: e.id)
     outputs = [e.artifact_id for e in store.get_events_by_execution_ids([trainer.id])
                if e.type == metadata_store_pb2.Event.OUTPUT]

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Makes sure the binaries the tests need are installed: a MariaDB and a PostgreSQL server (the
-# tests start their own throwaway instances on loopback, see tests/db_servers.py) and graphviz's
+# tests start their own throwaway instances on loopback, see tests/doubles/db_servers.py) and graphviz's
 # `dot`. Silent and fast when everything is there; installs the missing Debian packages otherwise.
 set -euo pipefail
 

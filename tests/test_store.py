@@ -1,4 +1,4 @@
-"""Metadata store URLs: parsing, passwords from the environment only, clear failures."""
+"""The metadata store: URLs parsed, passwords from the environment only, clear failures, one run at a time on SQLite."""
 
 from __future__ import annotations
 
@@ -7,39 +7,40 @@ import os
 import portpicker
 import pytest
 
-from pipeline import metadata
-from pipeline.config import ConfigError
+from pipeline.errors import ConfigError
+from pipeline.store import connection
+from pipeline.store import url as store_url
 
 
 def test_sqlite_url_opens_a_real_store(tmp_path):
-    url = metadata.sqlite_url(tmp_path / "md" / "store.sqlite")
-    store = metadata.open_store(url)
+    url = store_url.sqlite_url(tmp_path / "md" / "store.sqlite")
+    store = connection.open_store(url)
     assert store.get_artifacts() == []
     assert (tmp_path / "md" / "store.sqlite").exists()
-    assert str(metadata.parse_url(url)) == url
+    assert str(store_url.parse_url(url)) == url
 
 
 @pytest.mark.parametrize(
     "url, expected",
     [
-        ("mysql://mlmd@127.0.0.1/metadata", metadata.MetadataUrl("mysql", user="mlmd", host="127.0.0.1",
+        ("mysql://mlmd@127.0.0.1/metadata", store_url.MetadataUrl("mysql", user="mlmd", host="127.0.0.1",
                                                                  port=3306, database="metadata")),
-        ("postgresql://ml@db.local:6543/md", metadata.MetadataUrl("postgresql", user="ml", host="db.local",
+        ("postgresql://ml@db.local:6543/md", store_url.MetadataUrl("postgresql", user="ml", host="db.local",
                                                                   port=6543, database="md")),
-        ("postgres://ml@localhost/md", metadata.MetadataUrl("postgresql", user="ml", host="localhost",
+        ("postgres://ml@localhost/md", store_url.MetadataUrl("postgresql", user="ml", host="localhost",
                                                             port=5432, database="md")),
-        ("sqlite://relative/store.sqlite", metadata.MetadataUrl("sqlite", path="relative/store.sqlite")),
+        ("sqlite://relative/store.sqlite", store_url.MetadataUrl("sqlite", path="relative/store.sqlite")),
     ],
 )
 def test_urls_parse(url, expected):
-    assert metadata.parse_url(url) == expected
+    assert store_url.parse_url(url) == expected
 
 
 @pytest.mark.parametrize(
     "url, message",
     [
         ("mongodb://u@h/db", "unsupported scheme"),
-        ("mysql://u:hunter2@h/db", f"set it in the environment variable {metadata.PASSWORD_ENV_VAR}"),
+        ("mysql://u:hunter2@h/db", f"set it in the environment variable {store_url.PASSWORD_ENV_VAR}"),
         ("mysql://h/db", "needs a user, a host and a database"),
         ("postgresql://u@h", "needs a user, a host and a database"),
         ("mysql://u@h:notaport/db", "invalid port"),
@@ -48,26 +49,26 @@ def test_urls_parse(url, expected):
 )
 def test_bad_urls_name_the_fix(url, message):
     with pytest.raises(ConfigError) as err:
-        metadata.parse_url(url)
+        store_url.parse_url(url)
     assert message in str(err.value)
     assert "hunter2" not in str(err.value)
 
 
 def test_password_comes_from_the_environment_and_stays_out_of_text():
-    env = {metadata.PASSWORD_ENV_VAR: "s3cret"}
-    mysql = metadata.connection_config("mysql://mlmd@127.0.0.1:3307/md", env)
+    env = {store_url.PASSWORD_ENV_VAR: "s3cret"}
+    mysql = connection.connection_config("mysql://mlmd@127.0.0.1:3307/md", env)
     assert (mysql.mysql.host, mysql.mysql.port, mysql.mysql.user, mysql.mysql.password) == (
         "127.0.0.1", 3307, "mlmd", "s3cret")
-    postgres = metadata.connection_config("postgresql://ml@127.0.0.1/md", env)
+    postgres = connection.connection_config("postgresql://ml@127.0.0.1/md", env)
     assert (postgres.postgresql.port, postgres.postgresql.dbname, postgres.postgresql.password) == ("5432", "md", "s3cret")
-    assert "s3cret" not in str(metadata.parse_url("postgresql://ml@127.0.0.1/md"))
+    assert "s3cret" not in str(store_url.parse_url("postgresql://ml@127.0.0.1/md"))
 
 
 def test_an_unreachable_server_is_one_clear_error_naming_the_url():
     port = portpicker.pick_unused_port()  # nothing listens there
-    env = {metadata.PASSWORD_ENV_VAR: "s3cret"}
-    with pytest.raises(metadata.MetadataConnectionError) as err:
-        metadata.open_store(f"mysql://mlmd@127.0.0.1:{port}/md", env)
+    env = {store_url.PASSWORD_ENV_VAR: "s3cret"}
+    with pytest.raises(connection.MetadataConnectionError) as err:
+        connection.open_store(f"mysql://mlmd@127.0.0.1:{port}/md", env)
     message = str(err.value)
     assert f"mysql://mlmd@127.0.0.1:{port}/md" in message
     assert "check that the server is up" in message
@@ -75,16 +76,16 @@ def test_an_unreachable_server_is_one_clear_error_naming_the_url():
 
 
 def test_one_run_at_a_time_on_a_sqlite_store(tmp_path) -> None:
-    url = metadata.sqlite_url(tmp_path / "store.sqlite")
-    with metadata.exclusive_run(url):
-        with pytest.raises(metadata.StoreBusyError, match=rf"pid {os.getpid()}.*MySQL or PostgreSQL"):
-            with metadata.exclusive_run(url):
+    url = store_url.sqlite_url(tmp_path / "store.sqlite")
+    with connection.exclusive_run(url):
+        with pytest.raises(connection.StoreBusyError, match=rf"pid {os.getpid()}.*MySQL or PostgreSQL"):
+            with connection.exclusive_run(url):
                 pass
-    with metadata.exclusive_run(url):  # released: the next run goes ahead
+    with connection.exclusive_run(url):  # released: the next run goes ahead
         pass
 
 
 def test_server_stores_are_not_locked(tmp_path) -> None:
     url = "mysql://mlmd@127.0.0.1:3306/md"
-    with metadata.exclusive_run(url), metadata.exclusive_run(url):
+    with connection.exclusive_run(url), connection.exclusive_run(url):
         pass

@@ -1,4 +1,4 @@
-"""ServingClient against a test double of TF Serving (tests/serving_test_server.py) that
+"""ServingClient against a test double of TF Serving (tests/doubles/tf_serving.py) that
 serves the pipeline's real pushed model on loopback: requests, routing, retries, errors."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from tensorflow_metadata.proto.v0 import schema_pb2
 from serving import client as client_lib
 from serving.client import RowSchema, ServingClient, ServingClientError
 from tests.conftest import turbotfx
-from tests.serving_test_server import FakeTfServing
+from tests.doubles.tf_serving import FakeTfServing
 
 pytestmark = pytest.mark.e2e
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.metadata import PASSWORD_ENV_VAR
+from pipeline.store.url import PASSWORD_ENV_VAR
 from tests.conftest import FAST_RUN_ARGS, CliResult, turbotfx
 
 pytestmark = pytest.mark.e2e

@@ -1,0 +1,12 @@
+"""Names the Pusher's settings and records in MLMD go by: read by the pipeline definition,
+the config and the provenance queries. No TFX import: the CLI reads these."""
+
+from __future__ import annotations
+
+# custom_config key of the Pusher: how many versions stay on disk (labelled ones always do).
+KEEP_VERSIONS_KEY = "keep_versions"
+DEFAULT_KEEP_VERSIONS = 5
+# TFX's own names on the PushedModel (tfx.components.pusher.executor).
+PUSHED = "pushed"
+PUSHED_VERSION = "pushed_version"
+PUSHED_DESTINATION = "pushed_destination"

@@ -1,0 +1,13 @@
+"""Names the Trainer's records in MLMD go by: written by the executor and the pipeline
+definition, read by the provenance queries. No TFX import: the CLI reads these."""
+
+from __future__ import annotations
+
+# Custom property per training-report entry on the Model artifact: training_<key>.
+TRAINING_PREFIX = "training_"
+# Top-level exec property (a runtime parameter in a compiled pipeline) that overrides the
+# epochs in custom_config: runtime parameters cannot live inside a dict property.
+EPOCHS_KEY = "epochs"
+# The Trainer's custom_config entry with a hash of trainer_module's sources: part of the
+# cache key, not a hyperparameter.
+CODE_FINGERPRINT_KEY = "code_fingerprint"

@@ -1,0 +1,182 @@
+"""Flags that more than one command takes, declared once, and what they name: the
+pipeline's config, the workspace, the metadata store.
+
+A flag's help may differ between commands (what --home is *for* differs); its name,
+type and meaning do not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from pipeline import config as config_lib
+from pipeline.config import PipelineConfig
+from pipeline.errors import ConfigError
+from pipeline.store.url import existing_store_url
+from trainer_module import hardware
+
+# PipelineConfig field set by each flag (by its argparse dest) that maps one to one.
+FIELD_OF_FLAG = {
+    "home": "home",
+    "dataset": "dataset",
+    "data_root": "data_root",
+    "rows": "rows",
+    "pipeline_name": "pipeline_name",
+    "model_name": "model_name",
+    "epochs": "epochs",
+    "batch_size": "batch_size",
+    "learning_rate": "learning_rate",
+    "min_accuracy": "min_accuracy",
+    "max_accuracy_drop": "max_accuracy_drop",
+    "keep_versions": "keep_versions",
+    "beam_mode": "beam_mode",
+    "metadata_url": "metadata_url",
+    "strategy": "strategy",
+    "precision": "precision",
+    "xla": "xla",
+    "steps_per_execution": "steps_per_execution",
+    "accumulation_steps": "accumulation_steps",
+    "histogram_freq": "tensorboard_histogram_freq",
+    "profile_batches": "profile_batches",
+}
+
+
+# --- single flags ----------------------------------------------------------------------
+
+def add_home(parser: argparse.ArgumentParser, what: str = "workspace") -> None:
+    parser.add_argument("--home", help=f"{what} (default: ${config_lib.HOME_ENV_VAR} or ./workspace)")
+
+
+def add_metadata_url(parser: argparse.ArgumentParser, help: str) -> None:
+    parser.add_argument("--metadata-url", help=help)
+
+
+def add_dataset(parser: argparse.ArgumentParser, help: str, **options) -> None:
+    parser.add_argument("--dataset", help=help, **options)
+
+
+def add_model_name(parser: argparse.ArgumentParser, help: str) -> None:
+    parser.add_argument("--model-name", help=help)
+
+
+def add_data_root(parser: argparse.ArgumentParser, help: str, **options) -> None:
+    parser.add_argument("--data-root", help=help, **options)
+
+
+def add_no_cache(parser: argparse.ArgumentParser, help: str) -> None:
+    parser.add_argument("--no-cache", action="store_true", help=help)
+
+
+def add_verbose(parser: argparse.ArgumentParser, help: str) -> None:
+    parser.add_argument("-v", "--verbose", action="store_true", help=help)
+
+
+# --- groups of flags -------------------------------------------------------------------
+
+def add_workspace_args(parser: argparse.ArgumentParser) -> None:
+    """Where a run lives and what it reads: `run`."""
+    add_home(parser, "workspace directory")
+    add_dataset(parser, f"embedded dataset: {', '.join(config_lib.DATASETS)}")
+    add_data_root(parser, "directory of your own CSV files (same columns as the dataset)")
+
+
+def add_store_args(parser: argparse.ArgumentParser) -> None:
+    """Which metadata store a question is asked of: `lineage`, `runs`, `diff`."""
+    add_home(parser, "workspace whose SQLite store to read")
+    add_metadata_url(parser, "MLMD store URL instead (sqlite://, mysql://, postgresql://; "
+                             "password in $TURBOTFX_METADATA_PASSWORD)")
+
+
+def add_pipeline_args(parser: argparse.ArgumentParser) -> None:
+    """What the pipeline trains and how: `run` and `compile`."""
+    parser.add_argument("--pipeline-name", help="pipeline name in MLMD (default: turbotfx)")
+    parser.add_argument("--rows", type=int, help="rows of the synthetic dataset (default: 100000)")
+    add_model_name(parser, "name of the model under the serving dir (default: the dataset's)")
+    parser.add_argument("--split", type=_split, help="train:eval hash buckets (default: 4:1)")
+    parser.add_argument("--epochs", type=int, help="training epochs (default: 20 penguins, 3 synthetic)")
+    parser.add_argument("--batch-size", type=int,
+                        help="training batch size per replica (default: 32 penguins, 256 synthetic)")
+    parser.add_argument("--learning-rate", type=float,
+                        help="Adam learning rate (default: 0.01 penguins, 0.002 synthetic)")
+    parser.add_argument("--min-accuracy", type=float,
+                        help="accuracy a model needs to be blessed (default: 0.6 penguins, 0.7 synthetic)")
+    parser.add_argument("--max-accuracy-drop", type=float,
+                        help="how far below the last blessed model's accuracy a model may be (default: 0.02)")
+    parser.add_argument("--keep-versions", type=int,
+                        help="pushed versions kept under the serving dir; stable/canary always are (default: 5)")
+    parser.add_argument("--strategy", choices=hardware.STRATEGIES,
+                        help="tf.distribute strategy for the Trainer (default: auto, from the devices)")
+    parser.add_argument("--precision", choices=hardware.PRECISIONS,
+                        help="Keras mixed-precision policy for training (default: auto)")
+    parser.add_argument("--xla", choices=hardware.XLA_MODES,
+                        help="XLA-compile the training step (default: auto: on for GPU/TPU)")
+    parser.add_argument("--steps-per-execution", type=int,
+                        help="training steps per tf.function call (default: 32)")
+    parser.add_argument("--accumulation-steps", type=int,
+                        help="micro-batches per optimizer step (gradient accumulation; default: 1)")
+    parser.add_argument("--scale-learning-rate", action="store_true",
+                        help="multiply the learning rate by the number of replicas (linear scaling)")
+    parser.add_argument("--histogram-freq", type=int,
+                        help="epochs between TensorBoard weight histograms, 0 for none (default: 5)")
+    parser.add_argument("--profile-batches", help="TensorBoard-profile batches START,END, e.g. 2,4")
+
+
+def _split(text: str) -> tuple[int, int]:
+    try:
+        return config_lib.parse_split(text)
+    except ConfigError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+# --- what the flags name ---------------------------------------------------------------
+
+def config_from_args(args: argparse.Namespace, ignore: tuple[str, ...] = ()) -> PipelineConfig:
+    """The whole PipelineConfig from the flags a command has (`ignore`: flags that mean
+    something else there); fields without a flag take the chosen dataset's defaults."""
+    given: dict[str, object] = {field: getattr(args, flag) for flag, field in FIELD_OF_FLAG.items()
+                                if hasattr(args, flag) and flag not in ignore}
+    if getattr(args, "split", None):
+        given["train_buckets"], given["eval_buckets"] = args.split
+    if getattr(args, "scale_learning_rate", False):
+        given["scale_learning_rate"] = True
+    if getattr(args, "no_cache", False):
+        given["enable_cache"] = False
+    given["home"] = given.get("home") or config_lib.default_home()
+    # Built in one go: fields left unset take the chosen dataset's defaults.
+    return PipelineConfig(**{field: value for field, value in given.items() if value is not None})
+
+
+def workspace_config(args: argparse.Namespace) -> PipelineConfig:
+    """The workspace named by --home, --dataset and --model-name where a command has them;
+    everything else at its default (where the SQLite store, the serving dir, the log are)."""
+    given = {"home": getattr(args, "home", None) or config_lib.default_home(),
+             "dataset": getattr(args, "dataset", None), "model_name": getattr(args, "model_name", None)}
+    return PipelineConfig(**{key: value for key, value in given.items() if value is not None})
+
+
+def query_store_url(args: argparse.Namespace) -> str | None:
+    """The store --metadata-url names, else the workspace's SQLite store if a run made it."""
+    return existing_store_url(args.metadata_url, workspace_config(args).metadata_path)
+
+
+def store_from_args(args: argparse.Namespace):
+    """The store to ask, which must exist: a query never creates an empty store."""
+    url = query_store_url(args)
+    if url is None:
+        path = workspace_config(args).metadata_path
+        raise ConfigError(
+            f"no metadata store at {path}: run the pipeline first (`turbotfx run`), or point to the "
+            "workspace with --home or to another store with --metadata-url"
+        )
+    return open_query_store(url)
+
+
+def open_query_store(url: str):
+    """Opens a store to read, with MLMD's C++ connection logs kept off the terminal."""
+    # Read when MLMD's library loads, just below: the answer (and any error, with its
+    # cause) is ours to print.
+    os.environ.setdefault("GLOG_minloglevel", "3")
+    from pipeline.store import connection
+
+    return connection.open_store(url)

@@ -1,0 +1,48 @@
+"""`turbotfx schema infer`: propose a schema from new data for a person to curate."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from pipeline import config as config_lib
+from pipeline.cli import args as cli_args
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    schema = commands.add_parser("schema", help="schema tools")
+    schema_commands = schema.add_subparsers(dest="schema_command", required=True, metavar="SUBCOMMAND")
+    infer = schema_commands.add_parser("infer", help="write the inferred schema of CSV data for curation")
+    cli_args.add_data_root(infer, "directory of CSV files", required=True)
+    cli_args.add_dataset(infer, "which dataset's columns the files hold (default: penguins)",
+                         default="penguins", choices=config_lib.DATASETS)
+    infer.add_argument("--output", default="inferred_schema.pbtxt", help="schema file to write")
+    cli_args.add_verbose(infer, "show TF and Beam logs")
+    schema.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    from pipeline.cli import console
+
+    log_path = cli_args.workspace_config(args).log_path
+    with console.session(log_path, args.verbose) as out:
+        path = infer_schema(Path(args.data_root), Path(args.output), args.dataset)
+        out.line(f"inferred schema written to {path}; compare it with the curated one and curate it")
+    return 0
+
+
+def infer_schema(data_root: Path, output: Path, dataset: str) -> Path:
+    """Infers a schema from every CSV under data_root and writes it as text proto."""
+    import tensorflow_data_validation as tfdv
+
+    from pipeline import data
+    from pipeline.atomic import atomic_path
+    from trainer_module import features
+
+    data.check_data_root(data_root.resolve(), features.for_dataset(dataset))
+    stats = tfdv.generate_statistics_from_csv(data_location=str(data_root.resolve() / "*.csv"))
+    schema = tfdv.infer_schema(stats)
+    output = output.resolve()
+    with atomic_path(output) as tmp:
+        tfdv.write_schema_text(schema, tmp)
+    return output

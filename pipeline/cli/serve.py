@@ -1,0 +1,145 @@
+"""`turbotfx serving promote | rollback | status`: the labels TF Serving routes by; and
+`turbotfx predict`: rows in (JSON or CSV), label and probabilities out, from the newest
+pushed model in-process or from a TF Serving server over gRPC or REST."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from pipeline.cli import args as cli_args
+from pipeline.errors import ConfigError
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    serving = commands.add_parser("serving", help="serving labels: promote the canary, roll it back, status")
+    actions = serving.add_subparsers(dest="serving_command", required=True, metavar="SUBCOMMAND")
+    for name, text in (("promote", "label a version stable (default: the canary)"),
+                       ("rollback", "send the canary label back to the stable version"),
+                       ("status", "versions on disk, labels, and the run each came from (MLMD)")):
+        action = actions.add_parser(name, help=text)
+        cli_args.add_home(action)
+        cli_args.add_dataset(action, "whose model (default: penguins)")
+        cli_args.add_model_name(action, "model directory under the serving root (default: the dataset's)")
+        if name == "promote":
+            action.add_argument("version", nargs="?", type=int, help="version to label stable (default: the canary)")
+        if name == "status":
+            cli_args.add_metadata_url(action, "MLMD store to look the versions up in "
+                                              "(default: the workspace's SQLite store)")
+            action.add_argument("--format", choices=("text", "json"), default="text")
+    serving.set_defaults(handler=handle_serving)
+
+    predict = commands.add_parser("predict", help="predict rows with the latest pushed model or a TF Serving server")
+    rows = predict.add_mutually_exclusive_group(required=True)
+    rows.add_argument("--json", help='one row or a list of rows: \'{"island": "Biscoe", "bill_length_mm": 46.5}\'')
+    rows.add_argument("--csv", help="CSV file with a header of feature names (empty cell: missing)")
+    server = predict.add_mutually_exclusive_group()
+    server.add_argument("--grpc", help="TF Serving gRPC target HOST:PORT (default: in-process, no server)")
+    server.add_argument("--rest", help="TF Serving REST URL, e.g. http://localhost:8501")
+    which = predict.add_mutually_exclusive_group()
+    which.add_argument("--label", help="server version label, e.g. stable or canary")
+    which.add_argument("--version", type=int, help="server model version")
+    cli_args.add_home(predict)
+    cli_args.add_dataset(predict, "whose features the rows have (default: penguins)", default="penguins")
+    cli_args.add_model_name(predict, "model name (default: the dataset's)")
+    predict.add_argument("--timeout", type=float, default=10.0, help="seconds per server request (default: 10)")
+    predict.add_argument("--format", choices=("text", "json"), default="text")
+    predict.set_defaults(handler=handle_predict)
+
+
+# --- serving ---------------------------------------------------------------------------
+
+def handle_serving(args: argparse.Namespace) -> int:
+    from serving import model_config
+
+    config = cli_args.workspace_config(args)
+    serving_root, name = config.serving_dir.parent, config.serving_dir.name
+    if args.serving_command == "promote":
+        current = model_config.promote(serving_root, name, args.version)
+    elif args.serving_command == "rollback":
+        current = model_config.rollback(serving_root, name)
+    else:
+        current = model_config.status(serving_root, name)
+    report = _report(current, _origins(args, current.versions) if args.serving_command == "status" else {})
+    print(json.dumps(report, indent=2) if getattr(args, "format", "text") == "json" else _text(report, serving_root))
+    return 0
+
+
+def _origins(args: argparse.Namespace, versions: list[int]) -> dict[int, dict[str, Any]]:
+    """Model artifact and pipeline run of each version, from MLMD (when a store exists)."""
+    url = cli_args.query_store_url(args)
+    if url is None:
+        return {}
+    from pipeline.provenance import lineage
+
+    return lineage.pushed_origins(cli_args.open_query_store(url), versions)
+
+
+def _report(current, origins: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "model": current.name,
+        "stable": current.stable,
+        "canary": current.canary,
+        "served": current.served,
+        "versions": [{"version": v, **origins.get(v, {})} for v in current.versions],
+    }
+
+
+def _text(report: dict[str, Any], serving_root: Path) -> str:
+    from serving import model_config
+
+    lines = [f"{report['model']}: stable {report['stable']}, canary {report['canary']}  "
+             f"({model_config.config_path(serving_root)})"]
+    for entry in report["versions"]:
+        labels = [label for label in (model_config.STABLE, model_config.CANARY) if report[label] == entry["version"]]
+        origin = f"model {entry['model_id']}, run {entry['run_id']}" if "model_id" in entry else ""
+        lines.append(f"  {entry['version']:<12} {','.join(labels):<14} {origin}")
+    return "\n".join(lines)
+
+
+# --- predict ---------------------------------------------------------------------------
+
+def handle_predict(args: argparse.Namespace) -> int:
+    from serving import push
+    from serving.client import RowSchema, ServingClient, predict_in_process
+
+    config = cli_args.workspace_config(args)
+    schema = RowSchema.for_dataset(config.dataset)
+    rows = schema.without_label(_rows(args, schema))
+    if args.grpc or args.rest:
+        client = ServingClient(grpc_target=args.grpc, rest_url=args.rest, model_name=config.model_name,
+                               dataset=config.dataset, version=args.version, label=args.label,
+                               timeout_s=args.timeout)
+        predictions, source = client.predict(rows), args.grpc or args.rest
+    else:
+        if args.label or args.version:
+            raise ConfigError("--label and --version pick a version on a server: add --grpc or --rest")
+        versions = push.versions(config.serving_dir)
+        if not versions:
+            raise ConfigError(f"no pushed model under {config.serving_dir}: run the pipeline first (`turbotfx run`)")
+        model_dir = config.serving_dir / str(versions[-1])
+        predictions, source = predict_in_process(model_dir, schema, rows), str(model_dir)
+    if args.format == "json":
+        print(json.dumps({"model": source, "predictions": [p.__dict__ for p in predictions]}, indent=2))
+    else:
+        print(f"model: {source}")
+        for number, prediction in enumerate(predictions):
+            probabilities = ", ".join(f"{p:.3f}" for p in prediction.probabilities)
+            print(f"row {number}: {prediction.label}  "
+                  f"(p={prediction.probabilities[prediction.class_id]:.3f}; probabilities [{probabilities}])")
+    return 0
+
+
+def _rows(args: argparse.Namespace, schema) -> list[Any]:
+    if args.json is not None:
+        try:
+            parsed = json.loads(args.json)
+        except ValueError as err:
+            raise ConfigError(f"--json is not valid JSON ({err}); give an object or a list of objects") from None
+        return parsed if isinstance(parsed, list) else [parsed]
+    path = Path(args.csv)
+    if not path.is_file():
+        raise ConfigError(f"--csv {path}: no such file")
+    return schema.rows_from_csv(path)

@@ -1,0 +1,27 @@
+"""Pipeline runs as MLMD records them, newest first: `turbotfx runs`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ml_metadata.metadata_store import metadata_store
+
+from pipeline.provenance.lineage import RUN_CONTEXT, TypeNames
+from pipeline.provenance.summary import pipeline_of, summarize
+
+
+def list_runs(
+    store: metadata_store.MetadataStore, pipeline_name: str | None = None, limit: int | None = None
+) -> list[dict[str, Any]]:
+    """The pipeline runs, newest first: status, timing, key metric, blessing, pushed version."""
+    types = TypeNames(store)
+    runs = sorted(store.get_contexts_by_type(RUN_CONTEXT), key=lambda c: c.id, reverse=True)
+    listed = []
+    for run in runs:
+        pipeline = pipeline_of(store, types, run)
+        if pipeline_name and pipeline != pipeline_name:
+            continue
+        listed.append(summarize(store, run, types, pipeline=pipeline).as_row())
+        if limit and len(listed) >= limit:
+            break
+    return listed

@@ -1,0 +1,206 @@
+"""A pipeline run as MLMD records it: each component's state and time, the evaluation, the
+blessing, the serving check and the push. The one reader behind the end-of-run summary
+and `turbotfx runs`; everything comes from MLMD properties, no file is opened.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+from typing import Any
+
+from ml_metadata.metadata_store import metadata_store
+from ml_metadata.proto import metadata_store_pb2 as mlmd_pb
+
+from components.atomic_pusher import keys as pusher_keys
+from components.reporting_evaluator import keys as evaluator_keys
+from components.serving_check import keys as check_keys
+from pipeline.provenance.lineage import OUTPUT, PIPELINE_CONTEXT, RUN_CONTEXT, STATE_NAMES, TypeNames
+from serving.contract import LATENCY_BATCH_SIZES, latency_key
+
+NODE_CONTEXT = "node"  # TFX's context per pipeline node: "<pipeline>.<node id>"
+_UNFINISHED = (mlmd_pb.Execution.NEW, mlmd_pb.Execution.RUNNING, mlmd_pb.Execution.UNKNOWN)
+
+
+@dataclasses.dataclass
+class ComponentRun:
+    node_id: str
+    state: str
+    seconds: float
+
+
+@dataclasses.dataclass
+class RunSummary:
+    run_id: str
+    pipeline: str | None
+    status: str  # COMPLETE, FAILED or RUNNING
+    start_ms: int
+    end_ms: int
+    components: list[ComponentRun]  # empty unless asked for (one query per execution)
+    model_id: int | None = None
+    metrics: dict[str, float] = dataclasses.field(default_factory=dict)  # whole eval split
+    metric_changes: dict[str, float] = dataclasses.field(default_factory=dict)  # against the baseline
+    slice_metrics: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
+    blessed: bool | None = None
+    serving_check: dict[str, Any] | None = None  # passed, problems and latencies
+    pushed_version: str | None = None
+    pushed_path: str | None = None
+
+    def failed_component(self) -> str | None:
+        return next((c.node_id for c in self.components if c.state == "FAILED"), None)
+
+    def as_row(self) -> dict[str, Any]:
+        """One line of `turbotfx runs`."""
+        return {
+            "run_id": self.run_id,
+            "pipeline": self.pipeline,
+            "start": _iso(self.start_ms),
+            "duration_s": round((self.end_ms - self.start_ms) / 1000, 1),
+            "status": self.status,
+            "model_id": self.model_id,
+            "metric": evaluator_keys.ACCURACY_METRIC,
+            "metric_value": self.metrics.get(evaluator_keys.ACCURACY_METRIC),
+            "blessed": self.blessed,
+            "pushed_version": self.pushed_version,
+        }
+
+    def format(self) -> str:
+        """The end-of-run summary."""
+        lines = [f"run {self.run_id}"]
+        for component in self.components:
+            lines.append(f"  {component.node_id:<32} {component.state:<9} {component.seconds:6.1f}s")
+        shown = {**self.metrics, **{_change_label(name): value for name, value in self.metric_changes.items()}}
+        if shown:
+            lines.append("evaluation (eval split):")
+            for name, value in sorted(shown.items()):
+                lines.append(f"  {name:<32} {value:.4f}")
+        for slice_name, values in sorted(self.slice_metrics.items()):
+            if evaluator_keys.ACCURACY_METRIC in values:
+                lines.append(f"  accuracy[{slice_name}]{'':<{max(0, 22 - len(slice_name))}} "
+                             f"{values[evaluator_keys.ACCURACY_METRIC]:.4f}")
+        if self.blessed is None:
+            lines.append("blessed: not evaluated")
+        else:
+            lines.append(f"blessed: {'yes' if self.blessed else 'no'}")
+        if self.serving_check:
+            lines.append(f"serving check: {_serving_check_line(self.serving_check)}")
+        if self.pushed_path:
+            lines.append(f"pushed: {self.pushed_path}")
+        else:
+            lines.append("pushed: nothing (the model was not blessed)" if self.blessed is False
+                         else "pushed: nothing")
+        return "\n".join(lines)
+
+
+def latest_run(store: metadata_store.MetadataStore, pipeline_name: str) -> RunSummary | None:
+    """The newest run of the pipeline, with its components."""
+    types = TypeNames(store)
+    runs = [c for c in store.get_contexts_by_type(RUN_CONTEXT) if _belongs_to(store, c, pipeline_name)]
+    if not runs:
+        return None
+    run = max(runs, key=lambda c: (c.create_time_since_epoch, c.id))
+    return summarize(store, run, types, pipeline=pipeline_name, with_components=True)
+
+
+def _belongs_to(store: metadata_store.MetadataStore, run_context: mlmd_pb.Context, pipeline_name: str) -> bool:
+    parents = store.get_parent_contexts_by_context(run_context.id)
+    return any(p.name == pipeline_name for p in parents) if parents else True
+
+
+def pipeline_of(store: metadata_store.MetadataStore, types: TypeNames, run: mlmd_pb.Context) -> str | None:
+    parents = store.get_parent_contexts_by_context(run.id)
+    names = [p.name for p in parents if types.context(p.type_id) == PIPELINE_CONTEXT]
+    return names[0] if names else None
+
+
+def summarize(
+    store: metadata_store.MetadataStore,
+    run: mlmd_pb.Context,
+    types: TypeNames,
+    pipeline: str | None = None,
+    with_components: bool = False,
+) -> RunSummary:
+    """What one pipeline run did: three queries, plus one per execution with_components."""
+    executions = sorted(store.get_executions_by_context(run.id), key=lambda e: (e.create_time_since_epoch, e.id))
+    states = {e.last_known_state for e in executions}
+    if mlmd_pb.Execution.FAILED in states:
+        status = "FAILED"
+    elif states & set(_UNFINISHED) or not executions:
+        status = "RUNNING"
+    else:
+        status = "COMPLETE"
+    start = min((e.create_time_since_epoch for e in executions), default=run.create_time_since_epoch)
+    end = max((e.last_update_time_since_epoch for e in executions), default=start)
+    summary = RunSummary(run_id=run.name, pipeline=pipeline, status=status, start_ms=start, end_ms=end,
+                         components=[_component(store, types, e) for e in executions] if with_components else [])
+    events = store.get_events_by_execution_ids([e.id for e in executions]) if executions else []
+    artifact_ids = sorted({e.artifact_id for e in events if e.type == OUTPUT})
+    read: set[str] = set()
+    for artifact in store.get_artifacts_by_id(artifact_ids) if artifact_ids else []:
+        type_name = types.artifact(artifact.type_id)
+        if type_name not in read and _read_output(summary, type_name, artifact):
+            read.add(type_name)  # the first of each type counts: the lowest id
+    return summary
+
+
+def _read_output(summary: RunSummary, type_name: str, artifact: mlmd_pb.Artifact) -> bool:
+    """Fills in what one output artifact of the run says; False if it says nothing."""
+    properties = artifact.custom_properties
+    if type_name == "Model":
+        summary.model_id = artifact.id
+    elif type_name == "ModelEvaluation":
+        summary.metrics = _prefixed(properties, evaluator_keys.METRIC_PREFIX)
+        summary.metric_changes = _prefixed(properties, evaluator_keys.DIFF_PREFIX)
+        if evaluator_keys.SLICE_METRICS in properties:
+            summary.slice_metrics = json.loads(properties[evaluator_keys.SLICE_METRICS].string_value)
+    elif type_name == "ModelBlessing":
+        summary.blessed = bool(properties[evaluator_keys.BLESSED].int_value)
+    elif type_name == "InfraBlessing":
+        summary.serving_check = {
+            "passed": bool(properties[check_keys.BLESSED].int_value),
+            "problems": json.loads(properties[check_keys.PROBLEMS].string_value or "[]")
+            if check_keys.PROBLEMS in properties else [],
+            **{key: properties[key].double_value for key in check_keys.LATENCY_KEYS if key in properties},
+        }
+    elif type_name == "PushedModel" and properties[pusher_keys.PUSHED].int_value:
+        summary.pushed_version = properties[pusher_keys.PUSHED_VERSION].string_value
+        summary.pushed_path = properties[pusher_keys.PUSHED_DESTINATION].string_value
+    else:
+        return False
+    return True
+
+
+def _component(store: metadata_store.MetadataStore, types: TypeNames, execution: mlmd_pb.Execution) -> ComponentRun:
+    node_id = str(execution.id)
+    for context in store.get_contexts_by_execution(execution.id):
+        if types.context(context.type_id) == NODE_CONTEXT:
+            node_id = context.name.split(".", 1)[-1]
+            break
+    seconds = max(0, execution.last_update_time_since_epoch - execution.create_time_since_epoch) / 1000
+    return ComponentRun(node_id, STATE_NAMES.get(execution.last_known_state, "UNKNOWN"), seconds)
+
+
+def _prefixed(properties, prefix: str) -> dict[str, float]:
+    return {name[len(prefix):]: value.double_value for name, value in sorted(properties.items())
+            if name.startswith(prefix)}
+
+
+def _change_label(name: str) -> str:
+    """'precision[classId:0]' -> 'precision_diff[classId:0]', as TFMA names a change."""
+    base, bracket, sub_key = name.partition("[")
+    return f"{base}_diff{bracket}{sub_key}"
+
+
+def _serving_check_line(check: dict[str, Any]) -> str:
+    """Latencies when the serving check passed, its problems when not."""
+    if check["passed"]:
+        latency = ", ".join(f"{check[latency_key(50, b)]:.2f} ms p50 / {check[latency_key(99, b)]:.2f} ms p99 "
+                            f"at batch {b}" for b in LATENCY_BATCH_SIZES if latency_key(50, b) in check)
+        return f"passed ({latency})"
+    return "FAILED: " + "; ".join(check["problems"] or ["see the log"])
+
+
+def _iso(milliseconds: int) -> str:
+    moment = datetime.datetime.fromtimestamp(milliseconds / 1000, tz=datetime.timezone.utc)
+    return moment.isoformat(timespec="seconds")
