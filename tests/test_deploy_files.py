@@ -11,7 +11,6 @@ import functools
 import importlib.metadata
 import posixpath
 import re
-from pathlib import Path
 
 import pytest
 import yaml
@@ -21,8 +20,8 @@ from tensorflow_serving.config import model_server_config_pb2
 from pipeline.config import PipelineConfig
 from serving import model_config
 from serving.client import DEFAULT_GRPC_PORT, DEFAULT_MODEL_NAME, DEFAULT_REST_PORT
+from tests import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 DEPLOY = REPO / "serving" / "deploy"
 COMPOSE_FILE = DEPLOY / "docker-compose.yml"
 BATCHING_FILE = DEPLOY / "batching.config"

@@ -12,11 +12,10 @@ import re
 import shlex
 import subprocess
 import sys
-from pathlib import Path
 
 from pipeline.runners import kubeflow
+from tests import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 DOCKERFILE = (REPO / "Dockerfile").read_text()
 # Shell continuations joined: one logical instruction per line.
 INSTRUCTIONS = re.sub(r"\\\n", " ", DOCKERFILE)

@@ -17,12 +17,12 @@ from google.protobuf import json_format
 from kfp.pipeline_spec import pipeline_spec_pb2
 
 from pipeline.runners import kubeflow
+from tests import REPO
 from tests.conftest import turbotfx
 from tests.doubles.kfp_server import EXPERIMENT_ID, RUN_ID, FakeKfpApi
 
 IMAGE = "us-docker.pkg.dev/demo-project/ml/turbotfx:1.0"
 ROOT = "gs://demo-bucket/pipelines"
-REPO = Path(__file__).resolve().parents[1]
 RESOLVER_TASKS = {"latest_blessed_model_resolver-model-resolver",
                   "latest_blessed_model_resolver-model-blessing-resolver"}
 PIPELINE_TASKS = {"CsvExampleGen", "StatisticsGen", "ImportSchemaGen", "ExampleValidator", "AnomalyGate",

@@ -15,6 +15,7 @@ from google.protobuf import text_format
 from tensorflow_serving.config import model_server_config_pb2
 
 from serving import model_config, push
+from tests import REPO
 
 
 def saved_model(directory: Path, payload_bytes: int = 1024) -> Path:
@@ -53,7 +54,7 @@ def test_a_push_killed_halfway_leaves_no_version(tmp_path) -> None:
     model_dir = tmp_path / "penguins"
     model_dir.mkdir()
     code = f"from serving import push; push.push({str(source)!r}, {str(model_dir)!r})"
-    pusher = subprocess.Popen([sys.executable, "-c", code], cwd=Path(__file__).parents[1])
+    pusher = subprocess.Popen([sys.executable, "-c", code], cwd=REPO)
     deadline = time.monotonic() + 60
     while not any(p.name.startswith(push.TEMP_PREFIX) for p in model_dir.iterdir()):
         assert pusher.poll() is None, "the push finished before it could be interrupted"

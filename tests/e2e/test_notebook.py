@@ -12,7 +12,9 @@ import pytest
 from ipykernel.kernelspec import write_kernel_spec
 from nbclient import NotebookClient
 
-NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+from tests import REPO
+
+NOTEBOOKS = REPO / "notebooks"
 NOTEBOOK = NOTEBOOKS / "provenance.ipynb"
 ISLANDS = ("Biscoe", "Dream", "Torgersen")
 NUMERIC_FEATURES = ("bill_length_mm", "bill_depth_mm", "flipper_length_mm", "body_mass_g")

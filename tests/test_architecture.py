@@ -1,0 +1,161 @@
+"""The shape of the code: the import graph between our own modules (from their source, not
+by importing them) has no circle and no arrow that points back up, and the modules the
+CLI starts from load no heavy library."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests import REPO
+
+PACKAGES = ("pipeline", "serving", "components", "trainer_module")
+HEAVY = ("tensorflow", "tfx", "apache_beam", "ml_metadata", "tensorflow_transform",
+         "tensorflow_model_analysis", "tensorflow_data_validation", "kfp")
+
+
+def module_files() -> dict[str, Path]:
+    """Every module of the product packages by dotted name; benchmark scripts by path."""
+    modules = {}
+    for package in PACKAGES:
+        for path in sorted((REPO / package).rglob("*.py")):
+            parts = path.relative_to(REPO).with_suffix("").parts
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            modules[name] = path
+    for path in sorted((REPO / "benchmarks").glob("*.py")):
+        modules[f"benchmarks/{path.name}"] = path
+    return modules
+
+
+def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
+    """Our modules that `name` imports anywhere in its source (function bodies too): for
+    `from a.b import c`, a.b.c when that is a module, else a.b."""
+    is_package = path.name == "__init__.py"
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: resolved against this module's package
+                package = name.split(".") if is_package else name.split(".")[:-1]
+                base = ".".join(package[:len(package) - node.level + 1] + ([base] if base else []))
+            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base
+                       for alias in node.names]
+        else:
+            continue
+        found.update(target for target in targets if target in known)
+    found.discard(name)
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    modules = module_files()
+    known = set(modules)
+    return {name: imports_of(name, path, known) for name, path in modules.items()}
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph.get(node, ())):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10 * len(graph)))
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_graph_is_read_from_the_source():
+    graph = import_graph()
+    # Known edges: if these are not found, the reader is broken and the checks below are vacuous.
+    assert "pipeline.cli.args" in graph["pipeline.cli.run"]
+    assert "pipeline.store.url" in graph["pipeline.config"]
+    assert "serving.contract" in graph["serving.warmup"]
+    assert "pipeline.provenance.lineage" in graph["pipeline.cli.provenance"]  # inside the handler
+
+
+def test_the_circle_finder_finds_circles():
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_circle_between_our_modules():
+    assert circles(import_graph()) == []
+
+
+@pytest.mark.parametrize("package", ["serving", "components", "trainer_module"])
+def test_the_library_floors_never_import_the_cli(package):
+    graph = import_graph()
+    upward = sorted(f"{name} -> {target}" for name, targets in graph.items() if name.startswith(package)
+                    for target in targets if target.startswith("pipeline.cli"))
+    assert upward == []
+
+
+def test_serving_uses_only_the_ground_floor_of_pipeline():
+    graph = import_graph()
+    ground = ("pipeline", "pipeline.errors", "pipeline.atomic", "pipeline.schemas")
+    upward = sorted(f"{name} -> {target}" for name, targets in graph.items() if name.startswith("serving")
+                    for target in targets if target.startswith("pipeline") and target not in ground)
+    assert upward == []
+
+
+def test_trainer_module_imports_nothing_of_ours_but_itself():
+    graph = import_graph()
+    outside = sorted(f"{name} -> {target}" for name, targets in graph.items() if name.startswith("trainer_module")
+                     for target in targets if not target.startswith("trainer_module"))
+    assert outside == []
+
+
+def test_benchmarks_import_no_test_code():
+    for path in sorted((REPO / "benchmarks").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            assert not [n for n in names if n == "tests" or n.startswith("tests.")], path.name
+
+
+LIGHT_MODULES = ("pipeline.cli", "pipeline.errors", "pipeline.config", "pipeline.store.url", "serving.contract",
+                 "components.reporting_trainer.keys", "components.reporting_evaluator.keys",
+                 "components.serving_check.keys", "components.atomic_pusher.keys")
+
+
+@pytest.mark.parametrize("module", LIGHT_MODULES)
+def test_light_modules_load_no_heavy_library(module):
+    """`turbotfx --help` and the names both sides share must not pay for TensorFlow, TFX,
+    Beam or ml_metadata (seconds of start-up each)."""
+    code = (f"import json, sys; import {module}; "
+            f"print(json.dumps(sorted({{m.split('.')[0] for m in sys.modules}} & set({list(HEAVY)!r}))))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == []

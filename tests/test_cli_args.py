@@ -1,0 +1,73 @@
+"""Flags to config: every flag of `run` reaches its PipelineConfig field, none is dropped."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from pipeline.cli import args as cli_args
+from pipeline.cli.main import build_parser
+from pipeline.config import PipelineConfig
+
+# Flags of `run` that set something other than one field of the same meaning.
+SPECIAL = {"split", "scale_learning_rate", "no_cache", "verbose", "handler", "command"}
+
+
+def subparser(name: str):
+    commands = next(a for a in build_parser()._actions if a.dest == "command")
+    return commands.choices[name]
+
+
+def dests(parser) -> set[str]:
+    return {action.dest for action in parser._actions if action.dest != "help"}
+
+
+def test_every_flag_of_run_maps_to_a_config_field():
+    fields = {f.name for f in dataclasses.fields(PipelineConfig)}
+    run_flags = dests(subparser("run"))
+    assert set(cli_args.FIELD_OF_FLAG) <= run_flags, "a flag in FIELD_OF_FLAG that `run` does not have"
+    assert set(cli_args.FIELD_OF_FLAG.values()) <= fields
+    assert run_flags - set(cli_args.FIELD_OF_FLAG) - {"handler"} <= SPECIAL
+
+
+def test_run_flags_reach_the_config(tmp_path):
+    args = build_parser().parse_args([
+        "run", "--home", str(tmp_path), "--dataset", "synthetic", "--rows", "500", "--split", "3:2",
+        "--epochs", "2", "--batch-size", "64", "--learning-rate", "0.5", "--min-accuracy", "0.4",
+        "--max-accuracy-drop", "0.1", "--keep-versions", "2", "--strategy", "one_device",
+        "--precision", "float32", "--xla", "off", "--steps-per-execution", "4", "--accumulation-steps", "2",
+        "--scale-learning-rate", "--histogram-freq", "0", "--profile-batches", "2,4", "--beam-mode",
+        "in_memory", "--metadata-url", "sqlite:///tmp/x.sqlite", "--no-cache", "--pipeline-name", "p",
+        "--model-name", "m",
+    ])
+    config = cli_args.config_from_args(args)
+    expected = PipelineConfig(
+        home=str(tmp_path), dataset="synthetic", rows=500, train_buckets=3, eval_buckets=2, epochs=2,
+        batch_size=64, learning_rate=0.5, min_accuracy=0.4, max_accuracy_drop=0.1, keep_versions=2,
+        strategy="one_device", precision="float32", xla="off", steps_per_execution=4, accumulation_steps=2,
+        scale_learning_rate=True, tensorboard_histogram_freq=0, profile_batches="2,4", beam_mode="in_memory",
+        metadata_url="sqlite:///tmp/x.sqlite", enable_cache=False, pipeline_name="p", model_name="m")
+    assert config == expected
+
+
+def test_unset_flags_take_the_dataset_defaults(tmp_path, monkeypatch):
+    monkeypatch.setenv("TURBOTFX_HOME", str(tmp_path))
+    config = cli_args.config_from_args(build_parser().parse_args(["run", "--dataset", "synthetic"]))
+    assert config == PipelineConfig(home=str(tmp_path), dataset="synthetic")
+    assert config.epochs == 3 and config.enable_cache
+
+
+def test_compile_reads_data_root_as_the_parameter_default_not_a_local_directory():
+    args = build_parser().parse_args(["compile", "--target", "vertex", "--pipeline-root", "gs://b/r",
+                                      "--output", "p.json", "--data-root", "gs://b/data"])
+    assert cli_args.config_from_args(args, ignore=("data_root",)).data_root is None
+
+
+@pytest.mark.parametrize("argv", [["serving", "status"], ["predict", "--json", "{}"]])
+def test_workspace_commands_name_home_dataset_and_model(argv, tmp_path):
+    args = build_parser().parse_args([*argv, "--home", str(tmp_path), "--dataset", "synthetic",
+                                      "--model-name", "churn"])
+    config = cli_args.workspace_config(args)
+    assert (config.home_path, config.dataset, config.model_name) == (tmp_path.resolve(), "synthetic", "churn")
+    assert config.serving_dir == tmp_path.resolve() / "serving" / "churn"

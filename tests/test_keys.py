@@ -1,0 +1,43 @@
+"""Names spelled in the light key modules agree with the code that really writes them: TFX's
+executors and the signatures trainer_module exports."""
+
+from __future__ import annotations
+
+from tfx.components.evaluator import constants as evaluator_constants
+from tfx.components.infra_validator import executor as infra_validator_executor
+from tfx.components.pusher import executor as pusher_executor
+
+from components.atomic_pusher import keys as pusher_keys
+from components.reporting_evaluator import keys as evaluator_keys
+from components.serving_check import keys as check_keys
+from serving import contract
+from trainer_module import signatures
+
+
+def test_tfx_names_on_the_blessings_and_the_pushed_model():
+    assert evaluator_keys.BLESSED == evaluator_constants.ARTIFACT_PROPERTY_BLESSED_KEY
+    assert evaluator_keys.BASELINE_MODEL_ID == evaluator_constants.ARTIFACT_PROPERTY_BASELINE_MODEL_ID_KEY
+    assert check_keys.BLESSED == infra_validator_executor._BLESSED_KEY
+    assert pusher_keys.PUSHED == pusher_executor._PUSHED_KEY
+    assert pusher_keys.PUSHED_VERSION == pusher_executor._PUSHED_VERSION_KEY
+    assert pusher_keys.PUSHED_DESTINATION == pusher_executor._PUSHED_DESTINATION_KEY
+
+
+def test_the_serving_contract_names_what_trainer_module_exports():
+    # trainer_module keeps its own spelling (its source is in the cache key): the two must agree.
+    assert contract.SIGNATURES == (signatures.SERVING_DEFAULT, signatures.SERVING_RAW, signatures.TRANSFORM_FEATURES)
+    assert contract.EXAMPLES_INPUT == signatures.EXAMPLES_INPUT
+    assert (contract.OUTPUT_PROBABILITIES, contract.OUTPUT_CLASS_ID, contract.OUTPUT_LABEL) == (
+        signatures.OUTPUT_PROBABILITIES, signatures.OUTPUT_CLASS_ID, signatures.OUTPUT_LABEL)
+
+
+def test_latency_keys_name_each_percentile_and_batch_size():
+    assert contract.LATENCY_KEYS == ("p50_ms_b1", "p99_ms_b1", "p50_ms_b64", "p99_ms_b64")
+    assert check_keys.LATENCY_KEYS == contract.LATENCY_KEYS
+
+
+def test_property_prefixes_do_not_overlap():
+    # The run summary and lineage read each family by its prefix: one must not swallow another.
+    prefixes = [evaluator_keys.METRIC_PREFIX, evaluator_keys.DIFF_PREFIX]
+    assert not [a for a in prefixes for b in prefixes if a != b and a.startswith(b)]
+    assert not evaluator_keys.SLICE_METRICS.startswith(tuple(prefixes))
