@@ -24,29 +24,23 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+import _harness as harness
+from ml_metadata.metadata_store import metadata_store
+from ml_metadata.proto import metadata_store_pb2 as mlmd_pb
 
-from ml_metadata.metadata_store import metadata_store  # noqa: E402
-from ml_metadata.proto import metadata_store_pb2 as mlmd_pb  # noqa: E402
+from pipeline.config import PipelineConfig
+from pipeline.provenance import lineage, runs
+from pipeline.store import connection, url
 
-from pipeline import lineage, metadata, runs  # noqa: E402
-from pipeline.config import PipelineConfig  # noqa: E402
-
-TURBOTFX = Path(sys.executable).with_name("turbotfx")
 RUN_ARGS = ["--epochs", "2", "--min-accuracy", "0.3"]  # tiny, but still blessed and pushed
 # Nodes that run again on unchanged data; every other node is a cache hit.
 FRESH_NODES = ("latest_blessed_model_resolver", "Trainer", "Evaluator", "Pusher")
@@ -59,10 +53,7 @@ TARGET_RATIO, TARGET_S, CLI_REPEATS = 2.0, 1.0, 3
 def run_pipeline(home: Path) -> None:
     """One real run; its output is shown only when it fails."""
     print(f"running the pipeline once in {home} (about a minute)", flush=True)
-    done = subprocess.run([str(TURBOTFX), "run", "--home", str(home), *RUN_ARGS],
-                          capture_output=True, text=True, cwd=REPO)
-    if done.returncode != 0:
-        sys.exit(f"{done.stdout}\n{done.stderr}\nturbotfx run failed (exit {done.returncode})")
+    harness.run_cli("run", *RUN_ARGS, home=home)
 
 
 class RunCopier:
@@ -227,29 +218,9 @@ def raw_upstream(store: metadata_store.MetadataStore, model_id: int) -> mlmd_pb.
     return store.get_lineage_subgraph(options, lineage.GRAPH_FIELDS)
 
 
-def median_seconds(calls: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
-    """Median seconds of each call after one warm-up; interleaved, so drift hits all alike."""
-    for call in calls.values():
-        call()
-    times: dict[str, list[float]] = {name: [] for name in calls}
-    for _ in range(repeats):
-        for name, call in calls.items():
-            started = time.perf_counter()
-            call()
-            times[name].append(time.perf_counter() - started)
-    return {name: statistics.median(values) for name, values in times.items()}
-
-
 def cli_seconds(home: Path) -> float:
-    times = []
-    for _ in range(CLI_REPEATS):
-        started = time.perf_counter()
-        done = subprocess.run([str(TURBOTFX), "lineage", "--latest", "--home", str(home)],
-                              capture_output=True, text=True, cwd=REPO)
-        times.append(time.perf_counter() - started)
-        if done.returncode != 0:
-            sys.exit(f"{done.stdout}\n{done.stderr}\nturbotfx lineage failed (exit {done.returncode})")
-    return statistics.median(times)
+    """Median wall seconds of the CLI as a subprocess, interpreter start-up included."""
+    return statistics.median([harness.run_cli("lineage", "--latest", home=home) for _ in range(CLI_REPEATS)])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -267,21 +238,21 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def bench(home: Path, total_runs: int, repeats: int) -> int:
-    url = metadata.sqlite_url(PipelineConfig(home=str(home)).metadata_path)
-    store = metadata.open_store(url)
+    store_url = url.sqlite_url(PipelineConfig(home=str(home)).metadata_path)
+    store = connection.open_store(store_url)
     if not store.get_contexts_by_type(lineage.RUN_CONTEXT):
         run_pipeline(home)
     examples_id = fill(store, total_runs)
     found = verify(store, total_runs, examples_id)
     del store
 
-    store = metadata.open_store(url)  # fresh connection: no state left from filling
+    store = connection.open_store(store_url)  # fresh connection: no state left from filling
     model_id = found["model"]["id"]
     raw = raw_upstream(store, model_id)
     print(f"raw upstream subgraph: {len(raw.artifacts)} artifacts, {len(raw.executions)} executions, "
           f"{len(raw.events)} events")
-    timed = median_seconds({"lineage": lambda: lineage_latest(store),
-                            "raw": lambda: raw_upstream(store, model_id)}, repeats)
+    timed = harness.median_seconds({"lineage": lambda: lineage_latest(store),
+                                    "raw": lambda: raw_upstream(store, model_id)}, repeats)
     cli = cli_seconds(home)
     ratio = timed["lineage"] / timed["raw"]
     print(f"lineage --latest (in-process, median of {repeats}): {timed['lineage'] * 1000:8.1f} ms "
@@ -289,7 +260,7 @@ def bench(home: Path, total_runs: int, repeats: int) -> int:
     print(f"raw get_lineage_subgraph (median of {repeats}):     {timed['raw'] * 1000:8.1f} ms")
     print(f"ratio lineage/raw: {ratio:.2f} (target <= {TARGET_RATIO:.1f})")
     print(f"turbotfx lineage --latest CLI (median of {CLI_REPEATS}):   {cli:8.2f} s (with interpreter start-up)")
-    print(json.dumps({
+    harness.print_result({
         "runs": total_runs,
         "lineage_s": round(timed["lineage"], 4),
         "raw_s": round(timed["raw"], 4),
@@ -297,7 +268,7 @@ def bench(home: Path, total_runs: int, repeats: int) -> int:
         "cli_s": round(cli, 3),
         "target_ratio": TARGET_RATIO,
         "target_s": TARGET_S,
-    }))
+    })
     return 0
 
 

@@ -13,15 +13,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-REPO = Path(__file__).resolve().parents[1]
+import _harness as harness
+
 # The DirectRunner's default mode is in-memory with one worker. Passed as no args at
 # all: with any Beam arg, TFX builds an sdist of itself for each Beam component (about
 # 2 s each), so this is the anchor's fastest in-memory setting, not a handicap.
@@ -29,17 +26,15 @@ ANCHOR_BEAM_ARGS: list[str] = []
 
 
 def component_seconds(metadata_path: Path) -> dict[str, float]:
-    from ml_metadata.metadata_store import metadata_store
-    from tfx import v1 as tfx
+    """Seconds of each component of the store's newest run, whatever its pipeline's name."""
+    from pipeline.provenance import lineage, summary
+    from pipeline.store import connection, url
 
-    from pipeline import run_summary
-
-    store = metadata_store.MetadataStore(
-        tfx.orchestration.metadata.sqlite_metadata_connection_config(str(metadata_path))
-    )
-    runs = store.get_contexts_by_type(run_summary.PIPELINE_RUN_CONTEXT)
-    summary = run_summary.summarize(store, max(runs, key=lambda c: c.create_time_since_epoch))
-    return {c.node_id: c.seconds for c in summary.components}
+    store = connection.open_store(url.sqlite_url(metadata_path))
+    runs = store.get_contexts_by_type(lineage.RUN_CONTEXT)
+    newest = summary.summarize(store, max(runs, key=lambda c: c.create_time_since_epoch),
+                               lineage.TypeNames(store), with_components=True)
+    return {c.node_id: c.seconds for c in newest.components}
 
 
 def run_ours(workdir: Path, epochs: int) -> dict:
@@ -106,19 +101,12 @@ def child(which: str, workdir: Path, result_file: Path, epochs: int) -> None:
 def run_child(which: str, workdir: Path, epochs: int) -> dict:
     workdir.mkdir(parents=True)
     result_file = workdir / "result.json"
-    log = workdir / "run.log"
-    started = time.perf_counter()
-    with open(log, "w") as handle:
-        completed = subprocess.run(
-            [sys.executable, __file__, "--child", which, "--workdir", str(workdir),
-             "--result", str(result_file), "--epochs", str(epochs)],
-            stdout=handle, stderr=subprocess.STDOUT, cwd=REPO,
-        )
-    if completed.returncode != 0:
-        sys.exit(f"{which} pipeline failed (exit {completed.returncode}); see {log}")
-    result = json.loads(result_file.read_text())
-    result["process_s"] = time.perf_counter() - started
-    return result
+    process_s = harness.run_python(
+        [__file__, "--child", which, "--workdir", str(workdir), "--result", str(result_file),
+         "--epochs", str(epochs)],
+        f"{which} pipeline", log=workdir / "run.log",
+    )
+    return {**json.loads(result_file.read_text()), "process_s": process_s}
 
 
 def main() -> None:
@@ -129,7 +117,6 @@ def main() -> None:
     parser.add_argument("--result", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        sys.path.insert(0, str(REPO))
         child(args.child, Path(args.workdir), Path(args.result), args.epochs)
         return
 
@@ -146,7 +133,7 @@ def main() -> None:
     print(f"{'process (with imports)':<32} {anchor['process_s']:9.1f} {ours['process_s']:9.1f}")
     ratio = ours["wall_s"] / anchor["wall_s"]
     print(f"ratio ours/anchor: {ratio:.2f} (target <= 0.60)")
-    print(json.dumps({
+    harness.print_result({
         "ours_s": round(ours["wall_s"], 2),
         "anchor_s": round(anchor["wall_s"], 2),
         "ratio": round(ratio, 3),
@@ -154,10 +141,10 @@ def main() -> None:
         "anchor_process_s": round(anchor["process_s"], 2),
         "ours_components": {k: round(v, 2) for k, v in ours["components"].items()},
         "anchor_components": {k: round(v, 2) for k, v in anchor["components"].items()},
-    }))
+    })
 
 
-def _cell(seconds) -> str:
+def _cell(seconds: float | None) -> str:
     return f"{seconds:9.1f}" if seconds is not None else f"{'-':>9}"
 
 

@@ -27,20 +27,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
-import os
 import sys
 import time
-from pathlib import Path
 from typing import Callable, Iterator
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+import _harness as harness
 
-from pipeline.config import PipelineConfig  # noqa: E402
-from trainer_module import features  # noqa: E402
+from pipeline.config import PipelineConfig
+from trainer_module import features
 
 PIPELINE_NAME = "trainer-bench"
 UP_TO_TRANSFORM = ("CsvExampleGen", "StatisticsGen", "ImportSchemaGen", "ExampleValidator",
@@ -198,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", type=int, default=1_000_000, help="synthetic rows (default: 1,000,000)")
     parser.add_argument("--epochs", type=int, default=1, help="epochs each variant trains (default: 1)")
-    parser.add_argument("--workdir", default=str(REPO / "workspace" / "bench"), help="cached data and runs")
+    parser.add_argument("--workdir", default=str(harness.REPO / "workspace" / "bench"), help="cached data and runs")
     parser.add_argument("--only", help="comma-separated variants to run (default: all)")
     parser.add_argument("--slow-steps", type=int, default=100,
                         help="steps the eager and XLA variants train (default: 100; a full epoch can take hours)")
@@ -210,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
           f"eval: {bench.eval_steps} batches", flush=True)
     run_variants(bench, set(args.only.split(",")) if args.only else None)
     summary = summarize(bench.results)
-    print(json.dumps(summary, sort_keys=True))
+    harness.print_result(summary, sort_keys=True)
     return 0
 
 
