@@ -80,17 +80,15 @@ def _first_run_stays_read_only(request: pytest.FixtureRequest) -> Iterator[None]
 
 @pytest.fixture
 def first_run_copy(first_run: FirstRun, tmp_path: Path) -> CliResult:
-    """A private copy of the first run's workspace. Its store still points at the first run's
-    artifacts, which a rerun only reads; rerun with `--data-root` first_run's data (see
-    rerun_args) to hit the cache, since a new data path is a new ExampleGen input."""
+    """A private copy of the first run's workspace, pushed model, labels and store included.
+
+    The store still names the first run's artifacts, which a rerun here only reads. The cache
+    keys hold the workspace's paths (its data, its schema copy), so a rerun in the copy runs
+    most components again: a test of the cache runs twice in a workspace of its own.
+    """
     home = tmp_path / "workspace"
     shutil.copytree(first_run.home, home, symlinks=True)
     return CliResult(home=home, exit_code=first_run.exit_code, output=first_run.output, stdout=first_run.stdout)
-
-
-def rerun_args(first_run: CliResult) -> tuple[str, ...]:
-    """Flags for a run in a copy of first_run's workspace that reads the same data files."""
-    return ("--data-root", str(first_run.config.data_path))
 
 
 def tree_state(root: Path) -> dict[str, tuple[int, int]]:

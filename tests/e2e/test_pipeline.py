@@ -12,7 +12,7 @@ from ml_metadata.proto import metadata_store_pb2
 from pipeline.provenance import summary as run_summary
 from pipeline.runners import local
 from serving import model_config, warmup
-from tests.conftest import FAST_RUN_ARGS, rerun_args, turbotfx
+from tests.conftest import FAST_RUN_ARGS, turbotfx
 from trainer_module import hardware
 
 pytestmark = pytest.mark.e2e
@@ -100,10 +100,15 @@ def test_summary_shows_every_component_and_the_metrics(first_run):
     assert "accuracy[island=Dream]" in first_run.output
 
 
-def test_second_run_reuses_the_cache_and_uses_the_first_model_as_baseline(first_run, first_run_copy):
-    config = first_run_copy.config
+def test_second_run_reuses_the_cache_and_uses_the_first_model_as_baseline(tmp_path):
+    # A workspace of its own, run twice in place: the cache keys hold the workspace's paths
+    # (data, schema copy), so a copy of the shared one would not hit the cache.
+    home = tmp_path / "workspace"
+    first = turbotfx("run", *FAST_RUN_ARGS, home=home)
+    assert first.exit_code == 0, first.output
+    config = first.config
     first_model = _pushed_model_ids(config)
-    result = turbotfx("run", *FAST_RUN_ARGS, *rerun_args(first_run), home=first_run_copy.home)
+    result = turbotfx("run", *FAST_RUN_ARGS, home=home)
     assert result.exit_code == 0, result.output
     store = _store(config)
     summary = run_summary.latest_run(store, config.pipeline_name)
@@ -121,12 +126,12 @@ def test_second_run_reuses_the_cache_and_uses_the_first_model_as_baseline(first_
     assert "sparse_categorical_accuracy_diff" in result.output
 
 
-def test_impossible_threshold_pushes_nothing_and_says_so(first_run, first_run_copy):
+def test_impossible_threshold_pushes_nothing_and_says_so(first_run_copy):
     config = first_run_copy.config
     before = _versions(config)
     # A barely trained model (one epoch at a negligible learning rate) cannot reach 99%.
     result = turbotfx("run", "--epochs", "1", "--learning-rate", "1e-6", "--min-accuracy", "0.99",
-                      *rerun_args(first_run), home=first_run_copy.home)
+                      home=first_run_copy.home)
     assert result.exit_code == 0, result.output
     assert "blessed: no" in result.output
     assert "nothing was pushed" in result.output
