@@ -37,6 +37,7 @@ import _harness as harness
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2 as mlmd_pb
 
+from components.atomic_pusher.keys import PUSHED, PUSHED_DESTINATION, PUSHED_VERSION
 from pipeline.config import PipelineConfig
 from pipeline.provenance import lineage, runs
 from pipeline.store import connection, url
@@ -80,8 +81,8 @@ class RunCopier:
             self.nodes[execution.id] = (node.name.rsplit(".", 1)[-1], node)
         # the chain continues from whatever the store holds: a rerun adds to earlier copies
         self.previous_model = max(store.get_artifacts_by_type("Model"), key=lambda a: a.id)
-        pushed = [a for a in store.get_artifacts_by_type("PushedModel") if a.custom_properties["pushed"].int_value]
-        self.version = max(int(a.custom_properties["pushed_version"].string_value) for a in pushed)
+        pushed = [a for a in store.get_artifacts_by_type("PushedModel") if a.custom_properties[PUSHED].int_value]
+        self.version = max(int(a.custom_properties[PUSHED_VERSION].string_value) for a in pushed)
 
     def examples_id(self) -> int:
         """The source run's ExampleGen output: every copy trains on it."""
@@ -134,10 +135,10 @@ class RunCopier:
             model = next(a for i, a in new.items() if self.artifact_types[i] == "Model")
             properties["current_model_id"].int_value = model.id
             properties["baseline_model_id"].int_value = self.previous_model.id
-        if type_name == "PushedModel" and properties["pushed"].int_value:
-            destination = properties["pushed_destination"].string_value
-            properties["pushed_version"].string_value = str(self.version)
-            properties["pushed_destination"].string_value = f"{os.path.dirname(destination)}/{self.version}"
+        if type_name == "PushedModel" and properties[PUSHED].int_value:
+            destination = properties[PUSHED_DESTINATION].string_value
+            properties[PUSHED_VERSION].string_value = str(self.version)
+            properties[PUSHED_DESTINATION].string_value = f"{os.path.dirname(destination)}/{self.version}"
         return artifact
 
 
@@ -188,8 +189,8 @@ def verify(store: metadata_store.MetadataStore, total_runs: int, examples_id: in
     assert len(listed) == total_runs, f"list_runs shows {len(listed)} runs, expected {total_runs}"
     assert {r["status"] for r in listed} == {"COMPLETE"}, {r["run_id"]: r["status"] for r in listed}
     models = sorted(a.id for a in store.get_artifacts_by_type("Model"))
-    versions = [int(a.custom_properties["pushed_version"].string_value)
-                for a in store.get_artifacts_by_type("PushedModel") if a.custom_properties["pushed"].int_value]
+    versions = [int(a.custom_properties[PUSHED_VERSION].string_value)
+                for a in store.get_artifacts_by_type("PushedModel") if a.custom_properties[PUSHED].int_value]
     found = lineage.model_lineage(store, lineage.find_model(store, latest=True))
     assert found["model"]["id"] == models[-1], (found["model"], models[-1])
     assert found["pushed_model"] and found["pushed_model"]["version"] == str(max(versions)), found["pushed_model"]
@@ -211,7 +212,7 @@ def lineage_latest(store: metadata_store.MetadataStore) -> dict[str, Any]:
 
 
 def raw_upstream(store: metadata_store.MetadataStore, model_id: int) -> mlmd_pb.LineageGraph:
-    """The upstream get_lineage_subgraph call lineage makes, built here without pipeline.lineage code."""
+    """The upstream get_lineage_subgraph call lineage makes, built here without pipeline.provenance.lineage code."""
     options = mlmd_pb.LineageSubgraphQueryOptions(
         max_num_hops=lineage.UPSTREAM_HOPS, direction=mlmd_pb.LineageSubgraphQueryOptions.UPSTREAM)
     options.starting_artifacts.filter_query = f"id = {int(model_id)}"

@@ -29,7 +29,7 @@ from pipeline import data
 from pipeline.config import PipelineConfig
 from serving import push
 from serving.client import RowSchema, ServingClient
-from serving.contract import EXAMPLES_INPUT, SERVING_DEFAULT
+from serving.contract import EXAMPLES_INPUT, LATENCY_BATCH_SIZES, SERVING_DEFAULT, latency_key
 
 
 def main() -> int:
@@ -48,19 +48,21 @@ def main() -> int:
 
     results = {}
     raw_median = {}
-    for batch_size in (1, 64):
+    # The batch sizes and names the pipeline's serving check reports, to compare with it.
+    for batch_size in LATENCY_BATCH_SIZES:
         batch = tf.constant([serialized[i % len(serialized)] for i in range(batch_size)])
         seconds = timed(lambda batch=batch: signature(**{EXAMPLES_INPUT: batch}), args.runs)
-        results[f"p50_ms_b{batch_size}"] = round(np.percentile(seconds, 50) * 1000, 3)
-        results[f"p99_ms_b{batch_size}"] = round(np.percentile(seconds, 99) * 1000, 3)
+        p50, p99 = latency_key(50, batch_size), latency_key(99, batch_size)
+        results[p50] = round(np.percentile(seconds, 50) * 1000, 3)
+        results[p99] = round(np.percentile(seconds, 99) * 1000, 3)
         raw_median[batch_size] = statistics.median(seconds)
-        print(f"in-process serving_default, batch {batch_size:>2}: p50 {results[f'p50_ms_b{batch_size}']:.3f} ms, "
-              f"p99 {results[f'p99_ms_b{batch_size}']:.3f} ms")
+        print(f"in-process serving_default, batch {batch_size:>2}: p50 {results[p50]:.3f} ms, "
+              f"p99 {results[p99]:.3f} ms")
 
     with LoopbackServing("penguins", int(model_dir.name), model_dir) as server:
         client = ServingClient(grpc_target=server.grpc_target)
         stub = client._stub()[0]
-        for batch_size in (1, 64):
+        for batch_size in LATENCY_BATCH_SIZES:
             batch_rows = [rows[i % len(rows)] for i in range(batch_size)]
             seconds = timed(lambda batch_rows=batch_rows: client.predict(batch_rows), args.runs)
             overhead = statistics.median(seconds) / raw_median[batch_size]

@@ -1,4 +1,5 @@
-"""Datasets: where a run's input CSV comes from, and the checks made before TFX sees it."""
+"""Datasets: where a run's input CSV comes from, the checks made before TFX sees it, and the
+schema inferred from new data for a person to curate (`turbotfx schema infer`)."""
 
 from __future__ import annotations
 
@@ -86,3 +87,16 @@ def read_header(csv_file: Path) -> list[str]:
 
 def data_size_bytes(root: Path) -> int:
     return sum(p.stat().st_size for p in root.glob("*.csv"))
+
+
+def infer_schema(data_root: Path, output: Path, dataset: str) -> Path:
+    """Infers a schema from every CSV under data_root and writes it as text proto."""
+    import tensorflow_data_validation as tfdv
+
+    check_data_root(data_root.resolve(), features.for_dataset(dataset))
+    stats = tfdv.generate_statistics_from_csv(data_location=str(data_root.resolve() / "*.csv"))
+    schema = tfdv.infer_schema(stats)
+    output = output.resolve()
+    with atomic_path(output) as tmp:
+        tfdv.write_schema_text(schema, tmp)
+    return output

@@ -1,1 +1,2 @@
-"""Evaluator executor that records the overall metrics on the ModelEvaluation artifact."""
+"""Evaluator executor that records the metrics (overall, against the baseline, per slice) on
+the ModelEvaluation artifact."""

@@ -94,11 +94,6 @@ def read_metrics(evaluation_uri: str) -> Metrics:
     return metrics
 
 
-def overall_metrics(evaluation_uri: str) -> dict[str, float]:
-    """The whole eval split's scalar metrics, keyed like `name` or `name[classId:1]`."""
-    return read_metrics(evaluation_uri).overall
-
-
 def _sub_key_suffix(sub_key) -> str:
     if sub_key.HasField("class_id"):
         return f"[classId:{sub_key.class_id.value}]"

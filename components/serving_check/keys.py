@@ -3,10 +3,11 @@ read by the provenance queries and the run summary. No TFX import: the CLI reads
 
 from __future__ import annotations
 
+# p50/p99 milliseconds per batch size, named as the session check reports them.
 from serving.contract import LATENCY_KEYS
 
 BLESSED = "blessed"  # 1 or 0, the name TFX's InfraValidator uses
 PROBLEMS = "problems"  # JSON list of what failed
 SIGNATURES = "signatures"  # JSON list of the signatures the loader found
-# p50/p99 milliseconds per batch size, named as the session check reports them.
+
 __all__ = ["BLESSED", "LATENCY_KEYS", "PROBLEMS", "SIGNATURES"]

@@ -8,13 +8,18 @@ type and meaning do not.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
+from typing import TYPE_CHECKING, Sequence
 
 from pipeline import config as config_lib
 from pipeline.config import PipelineConfig
 from pipeline.errors import ConfigError
 from pipeline.store.url import existing_store_url
 from trainer_module import hardware
+
+if TYPE_CHECKING:
+    from ml_metadata.metadata_store import metadata_store
 
 # PipelineConfig field set by each flag (by its argparse dest) that maps one to one.
 FIELD_OF_FLAG = {
@@ -40,6 +45,15 @@ FIELD_OF_FLAG = {
     "histogram_freq": "tensorboard_histogram_freq",
     "profile_batches": "profile_batches",
 }
+
+
+# Help texts quote the defaults from where they are set.
+_FIELD_DEFAULTS = {field.name: field.default for field in dataclasses.fields(PipelineConfig)}
+
+
+def _per_dataset(knob: str) -> str:
+    """'20 penguins, 3 synthetic': a knob's default for each built-in dataset."""
+    return ", ".join(f"{values[knob]} {dataset}" for dataset, values in config_lib.DATASET_DEFAULTS.items())
 
 
 # --- single flags ----------------------------------------------------------------------
@@ -72,6 +86,11 @@ def add_verbose(parser: argparse.ArgumentParser, help: str) -> None:
     parser.add_argument("-v", "--verbose", action="store_true", help=help)
 
 
+def add_format(parser: argparse.ArgumentParser, choices: Sequence[str] = ("text", "json"),
+               help: str | None = None) -> None:
+    parser.add_argument("--format", choices=tuple(choices), default=choices[0], help=help)
+
+
 # --- groups of flags -------------------------------------------------------------------
 
 def add_workspace_args(parser: argparse.ArgumentParser) -> None:
@@ -90,21 +109,26 @@ def add_store_args(parser: argparse.ArgumentParser) -> None:
 
 def add_pipeline_args(parser: argparse.ArgumentParser) -> None:
     """What the pipeline trains and how: `run` and `compile`."""
-    parser.add_argument("--pipeline-name", help="pipeline name in MLMD (default: turbotfx)")
-    parser.add_argument("--rows", type=int, help="rows of the synthetic dataset (default: 100000)")
+    defaults = _FIELD_DEFAULTS
+    parser.add_argument("--pipeline-name", help=f"pipeline name in MLMD (default: {defaults['pipeline_name']})")
+    parser.add_argument("--rows", type=int, help="rows of the synthetic dataset "
+                                                 f"(default: {config_lib.DATASET_DEFAULTS['synthetic']['rows']})")
     add_model_name(parser, "name of the model under the serving dir (default: the dataset's)")
-    parser.add_argument("--split", type=_split, help="train:eval hash buckets (default: 4:1)")
-    parser.add_argument("--epochs", type=int, help="training epochs (default: 20 penguins, 3 synthetic)")
+    parser.add_argument("--split", type=_split, help="train:eval hash buckets "
+                                                     f"(default: {defaults['train_buckets']}:{defaults['eval_buckets']})")
+    parser.add_argument("--epochs", type=int, help=f"training epochs (default: {_per_dataset('epochs')})")
     parser.add_argument("--batch-size", type=int,
-                        help="training batch size per replica (default: 32 penguins, 256 synthetic)")
+                        help=f"training batch size per replica (default: {_per_dataset('batch_size')})")
     parser.add_argument("--learning-rate", type=float,
-                        help="Adam learning rate (default: 0.01 penguins, 0.002 synthetic)")
+                        help=f"Adam learning rate (default: {_per_dataset('learning_rate')})")
     parser.add_argument("--min-accuracy", type=float,
-                        help="accuracy a model needs to be blessed (default: 0.6 penguins, 0.7 synthetic)")
+                        help=f"accuracy a model needs to be blessed (default: {_per_dataset('min_accuracy')})")
     parser.add_argument("--max-accuracy-drop", type=float,
-                        help="how far below the last blessed model's accuracy a model may be (default: 0.02)")
+                        help="how far below the last blessed model's accuracy a model may be "
+                             f"(default: {defaults['max_accuracy_drop']})")
     parser.add_argument("--keep-versions", type=int,
-                        help="pushed versions kept under the serving dir; stable/canary always are (default: 5)")
+                        help="pushed versions kept under the serving dir; stable/canary always are "
+                             f"(default: {defaults['keep_versions']})")
     parser.add_argument("--strategy", choices=hardware.STRATEGIES,
                         help="tf.distribute strategy for the Trainer (default: auto, from the devices)")
     parser.add_argument("--precision", choices=hardware.PRECISIONS,
@@ -112,13 +136,15 @@ def add_pipeline_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--xla", choices=hardware.XLA_MODES,
                         help="XLA-compile the training step (default: auto: on for GPU/TPU)")
     parser.add_argument("--steps-per-execution", type=int,
-                        help="training steps per tf.function call (default: 32)")
+                        help=f"training steps per tf.function call (default: {defaults['steps_per_execution']})")
     parser.add_argument("--accumulation-steps", type=int,
-                        help="micro-batches per optimizer step (gradient accumulation; default: 1)")
+                        help="micro-batches per optimizer step (gradient accumulation; "
+                             f"default: {defaults['accumulation_steps']})")
     parser.add_argument("--scale-learning-rate", action="store_true",
                         help="multiply the learning rate by the number of replicas (linear scaling)")
     parser.add_argument("--histogram-freq", type=int,
-                        help="epochs between TensorBoard weight histograms, 0 for none (default: 5)")
+                        help="epochs between TensorBoard weight histograms, 0 for none "
+                             f"(default: {defaults['tensorboard_histogram_freq']})")
     parser.add_argument("--profile-batches", help="TensorBoard-profile batches START,END, e.g. 2,4")
 
 
@@ -160,7 +186,7 @@ def query_store_url(args: argparse.Namespace) -> str | None:
     return existing_store_url(args.metadata_url, workspace_config(args).metadata_path)
 
 
-def store_from_args(args: argparse.Namespace):
+def store_from_args(args: argparse.Namespace) -> metadata_store.MetadataStore:
     """The store to ask, which must exist: a query never creates an empty store."""
     url = query_store_url(args)
     if url is None:
@@ -172,7 +198,7 @@ def store_from_args(args: argparse.Namespace):
     return open_query_store(url)
 
 
-def open_query_store(url: str):
+def open_query_store(url: str) -> metadata_store.MetadataStore:
     """Opens a store to read, with MLMD's C++ connection logs kept off the terminal."""
     # Read when MLMD's library loads, just below: the answer (and any error, with its
     # cause) is ours to print.

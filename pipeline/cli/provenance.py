@@ -16,15 +16,15 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     which.add_argument("--model-version", help="a pushed model by its serving version (directory name)")
     which.add_argument("--artifact-id", type=int, help="a Model, PushedModel or ModelBlessing artifact id")
     which.add_argument("--uri", help="a model's URI, a pushed model's URI or its serving directory")
-    lineage.add_argument("--format", choices=("text", "json", "dot"), default="text",
-                         help="text: a readable tree; json: every field; dot: a Graphviz graph (default: text)")
+    cli_args.add_format(lineage, ("text", "json", "dot"),
+                        "text: a readable tree; json: every field; dot: a Graphviz graph (default: text)")
     lineage.set_defaults(handler=handle)
 
     runs = commands.add_parser("runs", help="list pipeline runs: status, duration, accuracy, blessing, push")
     cli_args.add_store_args(runs)
     runs.add_argument("--pipeline-name", help="only this pipeline's runs (default: all)")
     runs.add_argument("--limit", type=int, default=20, help="newest runs to show, 0 for all (default: 20)")
-    runs.add_argument("--format", choices=("text", "json"), default="text")
+    cli_args.add_format(runs)
     runs.set_defaults(handler=handle)
 
     diff = commands.add_parser("diff", help="what differs between two models: hyperparameters, data, schema, metrics")
@@ -33,7 +33,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                                                 "with --versions")
     diff.add_argument("model_b", type=int, help="the other model")
     diff.add_argument("--versions", action="store_true", help="A and B are serving versions, not artifact ids")
-    diff.add_argument("--format", choices=("text", "json"), default="text")
+    cli_args.add_format(diff)
     diff.set_defaults(handler=handle)
 
 

@@ -22,27 +22,12 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
+    from pipeline import data
     from pipeline.cli import console
 
     log_path = cli_args.workspace_config(args).log_path
     with console.session(log_path, args.verbose) as out:
-        path = infer_schema(Path(args.data_root), Path(args.output), args.dataset)
+        path = data.infer_schema(Path(args.data_root), Path(args.output), args.dataset)
         out.line(f"inferred schema written to {path}; compare it with the curated one and curate it")
     return 0
 
-
-def infer_schema(data_root: Path, output: Path, dataset: str) -> Path:
-    """Infers a schema from every CSV under data_root and writes it as text proto."""
-    import tensorflow_data_validation as tfdv
-
-    from pipeline import data
-    from pipeline.atomic import atomic_path
-    from trainer_module import features
-
-    data.check_data_root(data_root.resolve(), features.for_dataset(dataset))
-    stats = tfdv.generate_statistics_from_csv(data_location=str(data_root.resolve() / "*.csv"))
-    schema = tfdv.infer_schema(stats)
-    output = output.resolve()
-    with atomic_path(output) as tmp:
-        tfdv.write_schema_text(schema, tmp)
-    return output

@@ -28,7 +28,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         if name == "status":
             cli_args.add_metadata_url(action, "MLMD store to look the versions up in "
                                               "(default: the workspace's SQLite store)")
-            action.add_argument("--format", choices=("text", "json"), default="text")
+            cli_args.add_format(action)
     serving.set_defaults(handler=handle_serving)
 
     predict = commands.add_parser("predict", help="predict rows with the latest pushed model or a TF Serving server")
@@ -45,7 +45,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     cli_args.add_dataset(predict, "whose features the rows have (default: penguins)", default="penguins")
     cli_args.add_model_name(predict, "model name (default: the dataset's)")
     predict.add_argument("--timeout", type=float, default=10.0, help="seconds per server request (default: 10)")
-    predict.add_argument("--format", choices=("text", "json"), default="text")
+    cli_args.add_format(predict)
     predict.set_defaults(handler=handle_predict)
 
 

@@ -35,7 +35,8 @@ EFFECTIVE_KEYS = ("strategy", "replicas", "precision", "xla", "global_batch_size
 # What the serving check records on its InfraBlessing, shown as is.
 SERVING_CHECK_KEYS = (*check_keys.LATENCY_KEYS, check_keys.PROBLEMS)
 STATE_NAMES = {value: name for name, value in mlmd_pb.Execution.State.items()}
-PIPELINE_CONTEXT, RUN_CONTEXT = "pipeline", "pipeline_run"
+# TFX's contexts: the pipeline, one run of it, and each node ("<pipeline>.<node id>").
+PIPELINE_CONTEXT, RUN_CONTEXT, NODE_CONTEXT = "pipeline", "pipeline_run", "node"
 # PushedModels that were really pushed (TFX records a PushedModel for every Pusher run).
 PUSHED_FILTER = f"type = 'PushedModel' AND custom_properties.{pusher_keys.PUSHED}.int_value = 1"
 

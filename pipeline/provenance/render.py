@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from serving.contract import latency_key
+
 # Hyperparameters shown first in the text tree; the rest follow in name order.
 _HEADLINE = ("dataset", "epochs", "batch_size", "learning_rate", "hidden_units")
 _TRAINING_SHOWN = ("train_steps", "examples_per_second", "fit_wall_s", "final_eval_accuracy", "tf_version")
@@ -30,7 +32,8 @@ def lineage_text(lineage: dict[str, Any]) -> str:
         lines.append("├─ evaluation: none recorded")
     check = lineage.get("serving_check")
     if check:
-        verdict = (f"passed, p50 {check['p50_ms_b1']:.2f} ms (batch 1), {check['p50_ms_b64']:.2f} ms (batch 64)"
+        verdict = (f"passed, p50 {check[latency_key(50, 1)]:.2f} ms (batch 1), "
+                   f"{check[latency_key(50, 64)]:.2f} ms (batch 64)"
                    if check["passed"] else f"FAILED: {check['problems']}")
         lines.append(f"├─ serving check {check['id']}: {verdict}")
     lines.append(f"└─ trainer execution {trainer['execution_id']} ({trainer['state']})")

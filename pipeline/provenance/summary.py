@@ -16,10 +16,16 @@ from ml_metadata.proto import metadata_store_pb2 as mlmd_pb
 from components.atomic_pusher import keys as pusher_keys
 from components.reporting_evaluator import keys as evaluator_keys
 from components.serving_check import keys as check_keys
-from pipeline.provenance.lineage import OUTPUT, PIPELINE_CONTEXT, RUN_CONTEXT, STATE_NAMES, TypeNames
+from pipeline.provenance.lineage import (
+    NODE_CONTEXT,
+    OUTPUT,
+    PIPELINE_CONTEXT,
+    RUN_CONTEXT,
+    STATE_NAMES,
+    TypeNames,
+)
 from serving.contract import LATENCY_BATCH_SIZES, latency_key
 
-NODE_CONTEXT = "node"  # TFX's context per pipeline node: "<pipeline>.<node id>"
 _UNFINISHED = (mlmd_pb.Execution.NEW, mlmd_pb.Execution.RUNNING, mlmd_pb.Execution.UNKNOWN)
 
 
@@ -140,7 +146,9 @@ def summarize(
     for artifact in store.get_artifacts_by_id(artifact_ids) if artifact_ids else []:
         type_name = types.artifact(artifact.type_id)
         if type_name not in read and _read_output(summary, type_name, artifact):
-            read.add(type_name)  # the first of each type counts: the lowest id
+            # The first of each type counts (the lowest id), as `runs` always took: a run has
+            # one of each, except with a second Pusher (a Vertex endpoint) after the first.
+            read.add(type_name)
     return summary
 
 

@@ -12,12 +12,15 @@ import fcntl
 import os
 import socket
 from pathlib import Path
-from typing import Iterator, Mapping
+from typing import TYPE_CHECKING, Iterator, Mapping
 
 from ml_metadata.proto import metadata_store_pb2
 
 from pipeline.errors import ConfigError, first_line
 from pipeline.store.url import PASSWORD_ENV_VAR, MetadataUrl, parse_url
+
+if TYPE_CHECKING:
+    from ml_metadata.metadata_store import metadata_store
 
 
 class MetadataConnectionError(ConfigError):
@@ -50,7 +53,7 @@ def connection_config(
     return config
 
 
-def open_store(url: str | MetadataUrl, environ: Mapping[str, str] | None = None):
+def open_store(url: str | MetadataUrl, environ: Mapping[str, str] | None = None) -> metadata_store.MetadataStore:
     """A MetadataStore for the URL, or one MetadataConnectionError naming the URL and cause."""
     from ml_metadata.metadata_store import metadata_store
 
