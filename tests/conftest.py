@@ -18,7 +18,7 @@ import pytest  # noqa: E402
 
 from pipeline.config import PipelineConfig  # noqa: E402
 
-pytest_plugins = ["tests.doubles.db_fixtures", "tests.shuffle"]
+pytest_plugins = ["tests.doubles.db_fixtures", "tests.shuffle", "pytester"]
 
 # Few epochs: the tests check wiring and contracts, not model quality.
 FAST_RUN_ARGS = ("--epochs", "5", "--min-accuracy", "0.5")
@@ -72,7 +72,10 @@ def first_run(tmp_path_factory) -> FirstRun:
 def _first_run_stays_read_only(request: pytest.FixtureRequest) -> Iterator[None]:
     yield
     if "first_run" in request.fixturenames:
-        first_run = request.getfixturevalue("first_run")
+        try:
+            first_run = request.getfixturevalue("first_run")
+        except Exception:  # the run itself failed: reported once, at its setup
+            return
         changed = _changes(first_run.state, tree_state(first_run.home))
         assert not changed, (f"the shared first-run workspace changed ({', '.join(changed[:5])}); "
                              "a test that writes to a workspace takes first_run_copy")
@@ -92,9 +95,11 @@ def first_run_copy(first_run: FirstRun, tmp_path: Path) -> CliResult:
 
 
 def tree_state(root: Path) -> dict[str, tuple[int, int]]:
-    """Every file under root: (size, modification time in ns)."""
+    """Every file under root: (size, modification time in ns); every folder: (-1, 0)."""
     state = {}
-    for directory, _, files in os.walk(root):
+    for directory, folders, files in os.walk(root):
+        for name in folders:
+            state[str((Path(directory) / name).relative_to(root)) + "/"] = (-1, 0)
         for name in files:
             path = Path(directory) / name
             stat = path.lstat()

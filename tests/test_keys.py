@@ -33,7 +33,6 @@ def test_the_serving_contract_names_what_trainer_module_exports():
 
 def test_latency_keys_name_each_percentile_and_batch_size():
     assert contract.LATENCY_KEYS == ("p50_ms_b1", "p99_ms_b1", "p50_ms_b64", "p99_ms_b64")
-    assert check_keys.LATENCY_KEYS == contract.LATENCY_KEYS
 
 
 def test_property_prefixes_do_not_overlap():

@@ -1,0 +1,159 @@
+"""The run summary read back from a hand-built SQLite MLMD store: what the executors record
+(written here by their own record functions) is what `turbotfx run` prints and `runs` lists."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from ml_metadata.proto import metadata_store_pb2 as mlmd_pb
+from tfx.types import standard_artifacts
+
+from components.reporting_evaluator import executor as reporting_evaluator
+from components.serving_check import executor as serving_check
+from pipeline.provenance import runs, summary
+from pipeline.store.connection import open_store
+from pipeline.store.url import sqlite_url
+
+PIPELINE = "turbotfx"
+
+
+class Store:
+    """A store with TFX's context layout: pipeline > pipeline_run, one node context per component."""
+
+    def __init__(self, path) -> None:
+        self.mlmd = open_store(sqlite_url(path))
+        put = self.mlmd.put_context_type
+        self.pipeline_type = put(mlmd_pb.ContextType(name="pipeline"))
+        self.run_type = put(mlmd_pb.ContextType(name="pipeline_run"))
+        self.node_type = put(mlmd_pb.ContextType(name="node"))
+        [self.pipeline] = self.mlmd.put_contexts([mlmd_pb.Context(type_id=self.pipeline_type, name=PIPELINE)])
+        self.nodes: dict[str, int] = {}
+
+    def run(self, name: str) -> int:
+        [run_id] = self.mlmd.put_contexts([mlmd_pb.Context(type_id=self.run_type, name=name)])
+        self.mlmd.put_parent_contexts([mlmd_pb.ParentContext(child_id=run_id, parent_id=self.pipeline)])
+        return run_id
+
+    def execution(self, run_id: int, node: str, state=mlmd_pb.Execution.COMPLETE, outputs=()) -> None:
+        """One execution of the node in the run, with these (TFX) artifacts as its outputs."""
+        type_id = self.mlmd.put_execution_type(mlmd_pb.ExecutionType(name=f"tfx.components.{node}"))
+        if node not in self.nodes:
+            [self.nodes[node]] = self.mlmd.put_contexts(
+                [mlmd_pb.Context(type_id=self.node_type, name=f"{PIPELINE}.{node}")])
+        artifacts = []
+        for artifact in outputs:
+            artifact.mlmd_artifact.type_id = self.mlmd.put_artifact_type(artifact.artifact_type)
+            artifacts.append((artifact.mlmd_artifact, mlmd_pb.Event(type=mlmd_pb.Event.OUTPUT)))
+        contexts = self.mlmd.get_contexts_by_id([run_id, self.nodes[node]])
+        self.mlmd.put_execution(mlmd_pb.Execution(type_id=type_id, last_known_state=state), artifacts, contexts)
+
+
+def evaluation() -> standard_artifacts.ModelEvaluation:
+    artifact = standard_artifacts.ModelEvaluation()
+    artifact.uri = "/eval/1"
+    reporting_evaluator.record_metrics(artifact, reporting_evaluator.Metrics(
+        overall={"sparse_categorical_accuracy": 0.9, "precision[classId:0]": 0.75,
+                 "precision[classId:2]": math.nan},  # undefined: never predicted
+        diff={"sparse_categorical_accuracy": -0.025, "precision[classId:0]": 0.0},
+        slices={"island=Dream": {"sparse_categorical_accuracy": 0.5, "recall[classId:1]": math.nan},
+                "island=Biscoe": {"sparse_categorical_accuracy": 1.0}},
+    ))
+    return artifact
+
+
+def blessing(blessed: bool) -> standard_artifacts.ModelBlessing:
+    artifact = standard_artifacts.ModelBlessing()
+    artifact.set_int_custom_property("blessed", int(blessed))
+    return artifact
+
+
+def infra_blessing(tmp_path, report: dict) -> standard_artifacts.InfraBlessing:
+    artifact = standard_artifacts.InfraBlessing()
+    artifact.uri = str(tmp_path)
+    serving_check.record(artifact, report)
+    return artifact
+
+
+def pushed_model(version: str | None) -> standard_artifacts.PushedModel:
+    artifact = standard_artifacts.PushedModel()
+    artifact.set_int_custom_property("pushed", int(version is not None))
+    if version:
+        artifact.set_string_custom_property("pushed_destination", f"/serving/penguins/{version}")
+        artifact.set_string_custom_property("pushed_version", version)
+    return artifact
+
+
+@pytest.fixture
+def store(tmp_path) -> Store:
+    return Store(tmp_path / "store.sqlite")
+
+
+def test_a_blessed_and_pushed_run(store, tmp_path):
+    run = store.run("run-1")
+    model = standard_artifacts.Model()
+    store.execution(run, "Trainer", outputs=[model])
+    store.execution(run, "Evaluator", outputs=[evaluation(), blessing(True)])
+    report = {"ok": True, "problems": [], "signatures": ["serving_default"],
+              "p50_ms_b1": 0.5, "p99_ms_b1": 0.75, "p50_ms_b64": 1.25, "p99_ms_b64": 2.5}
+    store.execution(run, "ServingCheck", outputs=[infra_blessing(tmp_path, report)])
+    store.execution(run, "Pusher", outputs=[pushed_model("1700000000")])
+
+    found = summary.latest_run(store.mlmd, PIPELINE)
+    lines = found.format().splitlines()
+    assert lines[0] == "run run-1"
+    assert [line.split()[:2] for line in lines[1:5]] == [
+        ["Trainer", "COMPLETE"], ["Evaluator", "COMPLETE"], ["ServingCheck", "COMPLETE"], ["Pusher", "COMPLETE"]]
+    assert lines[5:] == [
+        "evaluation (eval split):",
+        f"  {'precision[classId:0]':<32} 0.7500",  # the undefined precision[classId:2] is left out
+        f"  {'precision_diff[classId:0]':<32} 0.0000",
+        f"  {'sparse_categorical_accuracy':<32} 0.9000",
+        f"  {'sparse_categorical_accuracy_diff':<32} -0.0250",
+        f"  accuracy[island=Biscoe]{'':<9} 1.0000",
+        f"  accuracy[island=Dream]{'':<10} 0.5000",
+        "blessed: yes",
+        "serving check: passed (0.50 ms p50 / 0.75 ms p99 at batch 1, 1.25 ms p50 / 2.50 ms p99 at batch 64)",
+        "pushed: /serving/penguins/1700000000",
+    ]
+    assert found.status == "COMPLETE" and found.failed_component() is None
+    assert found.slice_metrics == {"island=Biscoe": {"sparse_categorical_accuracy": 1.0},
+                                   "island=Dream": {"sparse_categorical_accuracy": 0.5}}
+
+    [row] = runs.list_runs(store.mlmd)
+    assert {key: row[key] for key in ("run_id", "pipeline", "status", "metric", "metric_value", "blessed",
+                                      "pushed_version")} == {
+        "run_id": "run-1", "pipeline": PIPELINE, "status": "COMPLETE", "metric": "sparse_categorical_accuracy",
+        "metric_value": 0.9, "blessed": True, "pushed_version": "1700000000"}
+    assert row["model_id"] == found.model_id is not None
+
+
+def test_a_run_that_was_not_blessed_and_one_that_failed(store, tmp_path):
+    rejected = store.run("run-1")
+    store.execution(rejected, "Evaluator", outputs=[blessing(False)])
+    failed_check = {"ok": False, "problems": ["signature 'serving_raw' is missing"]}
+    store.execution(rejected, "ServingCheck", outputs=[infra_blessing(tmp_path, failed_check)])
+    store.execution(rejected, "Pusher", outputs=[pushed_model(None)])
+    text = summary.latest_run(store.mlmd, PIPELINE).format()
+    assert "evaluation (eval split):" not in text  # no ModelEvaluation recorded
+    assert "blessed: no" in text
+    assert "serving check: FAILED: signature 'serving_raw' is missing" in text
+    assert text.endswith("pushed: nothing (the model was not blessed)")
+
+    failed = store.run("run-2")
+    store.execution(failed, "Trainer")
+    store.execution(failed, "Evaluator", state=mlmd_pb.Execution.FAILED)
+    latest = summary.latest_run(store.mlmd, PIPELINE)
+    assert (latest.run_id, latest.status, latest.failed_component()) == ("run-2", "FAILED", "Evaluator")
+    assert latest.format().splitlines()[-2:] == ["blessed: not evaluated", "pushed: nothing"]
+    assert [row["status"] for row in runs.list_runs(store.mlmd)] == ["FAILED", "COMPLETE"]
+    assert runs.list_runs(store.mlmd, pipeline_name="other") == []
+
+
+def test_non_finite_metrics_are_not_recorded():
+    artifact = evaluation()
+    names = set(artifact.mlmd_artifact.custom_properties)
+    assert "metric_precision[classId:2]" not in names and "metric_precision[classId:0]" in names
+    assert json.loads(artifact.get_string_custom_property("slice_metrics"))["island=Dream"] == {
+        "sparse_categorical_accuracy": 0.5}
