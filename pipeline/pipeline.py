@@ -136,7 +136,8 @@ def create_pipeline(
         baseline_model=model_resolver.outputs["model"],
         eval_config=eval_config(config),
     )
-    # Records the overall metrics on the ModelEvaluation artifact (see the executor).
+    # Records the metrics (overall, against the baseline, per slice) on the ModelEvaluation
+    # artifact (see the executor).
     evaluator.executor_spec = executor_spec.BeamExecutorSpec(reporting_evaluator.Executor)
     add_exec_property(evaluator, evaluator_keys.MIN_ACCURACY_KEY, deployment.min_accuracy)
     serving_check = ServingCheck(

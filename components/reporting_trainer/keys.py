@@ -8,6 +8,6 @@ TRAINING_PREFIX = "training_"
 # Top-level exec property (a runtime parameter in a compiled pipeline) that overrides the
 # epochs in custom_config: runtime parameters cannot live inside a dict property.
 EPOCHS_KEY = "epochs"
-# The Trainer's custom_config entry with a hash of trainer_module's sources: part of the
-# cache key, not a hyperparameter.
+# The custom_config entry of Transform and the Trainer with a hash of the trainer_module
+# sources each runs: part of the cache key, not a hyperparameter.
 CODE_FINGERPRINT_KEY = "code_fingerprint"

@@ -294,7 +294,7 @@ def model_lineage(
               if a.custom_properties[pusher_keys.PUSHED].int_value]
     pushed_model = max(pushed, key=lambda a: a.id) if pushed else None
 
-    report = _prefixed(model, trainer_keys.TRAINING_PREFIX)
+    report = prefixed_properties(model, trainer_keys.TRAINING_PREFIX)
     return {
         "model": {"id": model.id, "uri": model.uri},
         "pushed_model": None if pushed_model is None else {
@@ -332,7 +332,7 @@ def model_lineage(
         "evaluation": None if evaluation is None else {
             "id": evaluation.id,
             "uri": evaluation.uri,
-            "metrics": _prefixed(evaluation, evaluator_keys.METRIC_PREFIX),
+            "metrics": prefixed_properties(evaluation, evaluator_keys.METRIC_PREFIX),
             "blessed": bool(blessing.custom_properties[evaluator_keys.BLESSED].int_value) if blessing else None,
             "baseline_model_id": _baseline_id(blessing, baseline),
         },
@@ -438,7 +438,7 @@ def _json_property(execution: mlmd_pb.Execution, name: str) -> dict[str, Any]:
     return parsed if isinstance(parsed, dict) else {}
 
 
-def _prefixed(artifact: mlmd_pb.Artifact, prefix: str) -> dict[str, Any]:
+def prefixed_properties(artifact: mlmd_pb.Artifact, prefix: str) -> dict[str, Any]:
     """Custom properties named <prefix><key>, as {key: value}; JSON text decoded."""
     values = {}
     for name, value in sorted(artifact.custom_properties.items()):

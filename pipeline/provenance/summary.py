@@ -23,6 +23,7 @@ from pipeline.provenance.lineage import (
     RUN_CONTEXT,
     STATE_NAMES,
     TypeNames,
+    prefixed_properties,
 )
 from serving.contract import LATENCY_BATCH_SIZES, latency_key
 
@@ -102,16 +103,12 @@ class RunSummary:
 def latest_run(store: metadata_store.MetadataStore, pipeline_name: str) -> RunSummary | None:
     """The newest run of the pipeline, with its components."""
     types = TypeNames(store)
-    runs = [c for c in store.get_contexts_by_type(RUN_CONTEXT) if _belongs_to(store, c, pipeline_name)]
+    # A run context without a pipeline parent is taken as this pipeline's.
+    runs = [c for c in store.get_contexts_by_type(RUN_CONTEXT) if pipeline_of(store, types, c) in (None, pipeline_name)]
     if not runs:
         return None
     run = max(runs, key=lambda c: (c.create_time_since_epoch, c.id))
     return summarize(store, run, types, pipeline=pipeline_name, with_components=True)
-
-
-def _belongs_to(store: metadata_store.MetadataStore, run_context: mlmd_pb.Context, pipeline_name: str) -> bool:
-    parents = store.get_parent_contexts_by_context(run_context.id)
-    return any(p.name == pipeline_name for p in parents) if parents else True
 
 
 def pipeline_of(store: metadata_store.MetadataStore, types: TypeNames, run: mlmd_pb.Context) -> str | None:
@@ -158,8 +155,8 @@ def _read_output(summary: RunSummary, type_name: str, artifact: mlmd_pb.Artifact
     if type_name == "Model":
         summary.model_id = artifact.id
     elif type_name == "ModelEvaluation":
-        summary.metrics = _prefixed(properties, evaluator_keys.METRIC_PREFIX)
-        summary.metric_changes = _prefixed(properties, evaluator_keys.DIFF_PREFIX)
+        summary.metrics = prefixed_properties(artifact, evaluator_keys.METRIC_PREFIX)
+        summary.metric_changes = prefixed_properties(artifact, evaluator_keys.DIFF_PREFIX)
         if evaluator_keys.SLICE_METRICS in properties:
             summary.slice_metrics = json.loads(properties[evaluator_keys.SLICE_METRICS].string_value)
     elif type_name == "ModelBlessing":
@@ -187,11 +184,6 @@ def _component(store: metadata_store.MetadataStore, types: TypeNames, execution:
             break
     seconds = max(0, execution.last_update_time_since_epoch - execution.create_time_since_epoch) / 1000
     return ComponentRun(node_id, STATE_NAMES.get(execution.last_known_state, "UNKNOWN"), seconds)
-
-
-def _prefixed(properties, prefix: str) -> dict[str, float]:
-    return {name[len(prefix):]: value.double_value for name, value in sorted(properties.items())
-            if name.startswith(prefix)}
 
 
 def _change_label(name: str) -> str:
