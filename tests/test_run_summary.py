@@ -99,13 +99,16 @@ def test_a_blessed_and_pushed_run(store, tmp_path):
               "p50_ms_b1": 0.5, "p99_ms_b1": 0.75, "p50_ms_b64": 1.25, "p99_ms_b64": 2.5}
     store.execution(run, "ServingCheck", outputs=[infra_blessing(tmp_path, report)])
     store.execution(run, "Pusher", outputs=[pushed_model("1700000000")])
+    # A second pusher after the first (a Vertex endpoint): the summary names the first push.
+    store.execution(run, "VertexEndpointPusher", outputs=[pushed_model("1700000001")])
 
     found = summary.latest_run(store.mlmd, PIPELINE)
     lines = found.format().splitlines()
     assert lines[0] == "run run-1"
     assert [line.split()[:2] for line in lines[1:5]] == [
         ["Trainer", "COMPLETE"], ["Evaluator", "COMPLETE"], ["ServingCheck", "COMPLETE"], ["Pusher", "COMPLETE"]]
-    assert lines[5:] == [
+    assert lines[5].split()[:2] == ["VertexEndpointPusher", "COMPLETE"]
+    assert lines[6:] == [
         "evaluation (eval split):",
         f"  {'precision[classId:0]':<32} 0.7500",  # the undefined precision[classId:2] is left out
         f"  {'precision_diff[classId:0]':<32} 0.0000",

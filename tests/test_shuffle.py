@@ -16,7 +16,12 @@ def backend(request):
         setups.write(f"{__name__} {request.param}\\n")
     return request.param
 
-@pytest.mark.parametrize("size", [1, 2], scope="module")
+@pytest.fixture(scope="module", params=[1, 2])
+def size(request):
+    with open("setups.txt", "a") as setups:
+        setups.write(f"{__name__} size {request.param}\\n")
+    return request.param
+
 @pytest.mark.parametrize("case", range(3))
 def test_with_a_backend(backend, size, case):
     pass
@@ -34,13 +39,18 @@ def suite(pytester: pytest.Pytester) -> pytest.Pytester:
 
 
 def order(suite: pytest.Pytester, *args: str) -> list[str]:
-    """The tests in the order they ran; fails unless each backend was set up once per module."""
+    """The tests in the order they ran; fails unless each backend was set up once per module
+    and the sizes nested inside it."""
     setups = suite.path / "setups.txt"
     setups.unlink(missing_ok=True)
     result = suite.runpytest("-p", "tests.shuffle", "-v", *args)
     result.assert_outcomes(passed=2 * (2 * 2 * 3 + 6))
-    assert sorted(setups.read_text().split("\n")[:-1]) == [
+    lines = setups.read_text().split("\n")[:-1]
+    assert sorted(line for line in lines if " size " not in line) == [
         "test_first a", "test_first b", "test_second a", "test_second b"]
+    # The inner parameter changes at most once per (backend, size) group, as in pytest's order.
+    for module in ("test_first", "test_second"):
+        assert len([line for line in lines if line.startswith(f"{module} size ")]) <= 4, lines
     return re.findall(r"^(test_\S+) PASSED", result.stdout.str(), re.MULTILINE)
 
 
