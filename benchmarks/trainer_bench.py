@@ -33,8 +33,8 @@ from typing import Callable, Iterator
 
 import _harness as harness
 
+from pipeline import datasets
 from pipeline.config import PipelineConfig
-from trainer_module import features
 
 PIPELINE_NAME = "trainer-bench"
 UP_TO_TRANSFORM = ("CsvExampleGen", "StatisticsGen", "ImportSchemaGen", "ExampleValidator",
@@ -110,7 +110,7 @@ class Bench:
 
         from trainer_module import train
 
-        self.spec = features.SYNTHETIC
+        self.spec = datasets.load("synthetic").feature_spec()
         self.epochs = epochs
         self.slow_steps = slow_steps  # steps the eager and XLA variants train
         self.config = config

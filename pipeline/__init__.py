@@ -1,9 +1,11 @@
 """What the turbotfx pipeline is and how it is run, in floors: a module imports from its
 own floor and the ones below, never from one above (tests/test_architecture.py checks).
 
-  ground      errors (user-fixable errors), atomic (files that appear whole), schemas/
-              (curated schemas), store/url (store URLs, pure Python)
-  config      config (PipelineConfig), data (input CSV, checks), synthetic
+  ground      errors (user-fixable errors), atomic (files that appear whole), schemas
+              (curated schemas as ImportSchemaGen reads them), store/url (store URLs, pure
+              Python), datasets/ (dataset files: load, validate, the built-ins; infer: what
+              `turbotfx init` decides), tables (the user's CSV or Parquet files, checks)
+  config      config (PipelineConfig), data (a run's input: generated or checked), synthetic
   definition  pipeline (create_pipeline), deployment (local vs compiled), vertex;
               store/connection (the MLMD store, ml_metadata)
   use         runners/ (local, kubeflow, submit, Beam settings), provenance/ (questions

@@ -8,41 +8,29 @@ import re
 from pathlib import Path
 
 from components.atomic_pusher.keys import DEFAULT_KEEP_VERSIONS
+from pipeline import datasets
+from pipeline.datasets import Dataset
 from pipeline.errors import ConfigError
 from pipeline.store.url import parse_url, sqlite_url
 from trainer_module import hardware
 
-DATASETS = ("penguins", "synthetic")
 BEAM_MODES = ("auto", "in_memory", "multi_process")
 DEFAULT_HOME = "workspace"
 HOME_ENV_VAR = "TURBOTFX_HOME"
 # Above this much input data the DirectRunner's process pool pays for its start-up.
 MULTI_PROCESS_THRESHOLD_BYTES = 256 * 1024 * 1024
-
-_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,62}$")
-
-
-# Knobs whose sensible value depends on the dataset; a None field takes these.
-DATASET_DEFAULTS: dict[str, dict[str, object]] = {
-    "penguins": {
-        "model_name": "penguins", "epochs": 20, "batch_size": 32, "learning_rate": 0.01,
-        "hidden_units": (32, 16), "min_accuracy": 0.6,
-    },
-    "synthetic": {
-        "model_name": "synthetic", "epochs": 3, "batch_size": 256, "learning_rate": 0.002,
-        "hidden_units": (256, 128, 64), "min_accuracy": 0.7, "rows": 100_000,
-    },
-}
+# Knobs whose default comes from the dataset file ([training]); a None field takes it.
+TRAINING_FIELDS = ("epochs", "batch_size", "learning_rate", "hidden_units")
 
 
 @dataclasses.dataclass(frozen=True)
 class PipelineConfig:
     pipeline_name: str = "turbotfx"
     home: str = DEFAULT_HOME
-    dataset: str = "penguins"
-    data_root: str | None = None  # None: the dataset is written into the workspace
+    dataset: str = "penguins"  # a built-in dataset's name or a dataset file's path
+    data_root: str | None = None  # None: the dataset file's, or a built-in written into the workspace
     rows: int | None = None  # size of the synthetic dataset
-    # None below: the dataset's default (DATASET_DEFAULTS).
+    # None below: the dataset file's value (its name, [training], [blessing]).
     model_name: str | None = None
     train_buckets: int = 4  # hash split train:eval
     eval_buckets: int = 1
@@ -50,8 +38,8 @@ class PipelineConfig:
     batch_size: int | None = None  # per replica
     learning_rate: float | None = None
     hidden_units: tuple[int, ...] | None = None
-    min_accuracy: float | None = None  # value threshold for blessing
-    max_accuracy_drop: float = 0.02  # change threshold against the baseline
+    blessing_threshold: float | None = None  # bound on the blessing metric (lower, or upper for errors)
+    max_metric_drop: float | None = None  # how much worse than the baseline a model may be
     keep_versions: int = DEFAULT_KEEP_VERSIONS  # pushed versions kept on disk (labelled ones always are)
     beam_mode: str = "auto"
     # MLMD store URL (see pipeline/store/url.py); None: SQLite in the workspace.
@@ -67,18 +55,25 @@ class PipelineConfig:
     tensorboard_histogram_freq: int = 5  # epochs between weight histograms; 0: none
     profile_batches: str = ""  # e.g. "2,4" profiles batches 2 to 4; "": no profiling
 
+    # The loaded dataset file (set from `dataset`).
+    spec: Dataset = dataclasses.field(init=False, compare=False, repr=False)
+
     def __post_init__(self) -> None:
-        if self.dataset not in DATASETS:
-            raise ConfigError(
-                f"unknown dataset {self.dataset!r}; choose one of: {', '.join(DATASETS)}"
-            )
-        if self.rows is not None and self.dataset != "synthetic":
+        spec = datasets.load(self.dataset)
+        object.__setattr__(self, "spec", spec)
+        if self.rows is not None and spec.generate != "synthetic":
             raise ConfigError(
                 "--rows sizes the synthetic dataset only; drop it or add --dataset synthetic"
             )
-        for field, value in DATASET_DEFAULTS[self.dataset].items():
+        defaults = {
+            "model_name": spec.name, "rows": spec.rows,
+            "blessing_threshold": spec.blessing.threshold, "max_metric_drop": spec.blessing.max_drop,
+            **{field: spec.training[field] for field in TRAINING_FIELDS},
+        }
+        for field, value in defaults.items():
             if getattr(self, field) is None:
                 object.__setattr__(self, field, value)
+        object.__setattr__(self, "hidden_units", tuple(self.hidden_units))
         self.validate()
 
     # Derived locations: everything a run writes lives under home.
@@ -111,16 +106,22 @@ class PipelineConfig:
     def data_path(self) -> Path:
         if self.data_root:
             return Path(self.data_root).expanduser().resolve()
-        if self.dataset == "synthetic":
-            return self.home_path / "data" / self.dataset / f"rows-{self.rows}"
-        return self.home_path / "data" / self.dataset
+        if self.spec.data_root:
+            return self.spec.data_root
+        if self.rows is not None:
+            return self.home_path / "data" / self.spec.name / f"rows-{self.rows}"
+        return self.home_path / "data" / self.spec.name
+
+    @property
+    def higher_is_better(self) -> bool:
+        return self.spec.blessing.higher_is_better
 
     def validate(self) -> None:
         _require(self.rows is None or self.rows >= 100,
                  f"rows must be at least 100 (both splits need data), got {self.rows}")
         for field in ("pipeline_name", "model_name"):
             value = getattr(self, field)
-            if not _NAME_RE.match(value):
+            if not datasets.NAME_RE.match(value):
                 raise ConfigError(
                     f"{field} {value!r} is not a valid name; use a letter followed by "
                     "letters, digits, '-' or '_' (at most 63 characters)"
@@ -157,11 +158,17 @@ class PipelineConfig:
                  f"learning rate must be in (0, 10), got {self.learning_rate}")
         _require(len(self.hidden_units) >= 1 and all(u >= 1 for u in self.hidden_units),
                  f"hidden units must be positive integers, got {self.hidden_units}")
-        _require(0.0 <= self.min_accuracy <= 1.0,
-                 f"min accuracy must be in [0, 1], got {self.min_accuracy}")
+        metric = self.spec.blessing.metric
+        if self.higher_is_better and self.blessing_threshold is not None:
+            _require(0.0 <= self.blessing_threshold <= 1.0,
+                     f"blessing threshold on {metric} must be in [0, 1], got {self.blessing_threshold}")
+        _require(self.blessing_threshold is not None or self.max_metric_drop is not None,
+                 f"no bound on {metric} to bless against; give --blessing-threshold or set "
+                 f"[blessing] threshold in {self.spec.path}")
         _require(self.keep_versions >= 1, f"keep versions must be at least 1, got {self.keep_versions}")
-        _require(0.0 <= self.max_accuracy_drop <= 1.0,
-                 f"max accuracy drop must be in [0, 1], got {self.max_accuracy_drop}")
+        if self.max_metric_drop is not None:
+            _require(self.max_metric_drop >= 0 and (not self.higher_is_better or self.max_metric_drop <= 1),
+                     f"max {metric} drop must be 0 or more (at most 1 for a fraction), got {self.max_metric_drop}")
 
 
 def _require(condition: bool, message: str) -> None:

@@ -61,7 +61,7 @@ class Deployment:
     pipeline_root: str
     data_root: Setting
     epochs: Setting
-    min_accuracy: Setting
+    blessing_threshold: Setting | None  # None: the dataset file sets no bound (a regression)
     schema_file: str
     serving_dir: str  # <serving root>/<model name>; a URI (gs://...) or a local path
     vertex_training: VertexTraining | None = None
@@ -81,10 +81,9 @@ def local(config: PipelineConfig, data_root: Path | None = None) -> Deployment:
         pipeline_root=str(config.pipeline_root),
         data_root=str(data_root or config.data_path),
         epochs=config.epochs,
-        min_accuracy=config.min_accuracy,
+        blessing_threshold=config.blessing_threshold,
         # ImportSchemaGen's cache key is the path: a content-addressed copy keeps an edited
         # schema from being ignored on the next run.
-        schema_file=str(schemas.content_addressed_copy(
-            schemas.schema_file(config.dataset), config.pipeline_root / "curated_schemas")),
+        schema_file=str(schemas.content_addressed_copy(config.spec.schema, config.pipeline_root / "curated_schemas")),
         serving_dir=str(config.serving_dir),
     )

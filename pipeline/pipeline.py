@@ -11,6 +11,7 @@ import tensorflow_model_analysis as tfma
 # Modules, not `tfx.v1`: that facade also imports the Google Cloud AI Platform client,
 # eight seconds of start-up that a local run never uses.
 from tfx.components.evaluator.component import Evaluator
+from tfx.components.example_gen.component import FileBasedExampleGen
 from tfx.components.example_gen.csv_example_gen.component import CsvExampleGen
 from tfx.components.example_validator.component import ExampleValidator
 from tfx.components.pusher.component import Pusher
@@ -29,6 +30,7 @@ import trainer_module
 from components.anomaly_gate.component import AnomalyGate
 from components.atomic_pusher import executor as atomic_pusher
 from components.atomic_pusher import keys as pusher_keys
+from components.parquet_example_gen import executor as parquet_executor
 from components.reporting_evaluator import executor as reporting_evaluator
 from components.reporting_evaluator import keys as evaluator_keys
 from components.reporting_trainer import executor as reporting_trainer
@@ -64,17 +66,16 @@ def create_pipeline(
     """
     deployment = deployment or deployment_lib.local(config, data_root)
     trainer_fingerprint = code_fingerprint()
-    example_gen = CsvExampleGen(
-        input_base=deployment.data_root,
-        output_config=example_gen_pb2.Output(
-            split_config=example_gen_pb2.SplitConfig(
-                splits=[
-                    example_gen_pb2.SplitConfig.Split(name="train", hash_buckets=config.train_buckets),
-                    example_gen_pb2.SplitConfig.Split(name="eval", hash_buckets=config.eval_buckets),
-                ]
-            )
-        ),
-    )
+    spec = config.spec
+    feature_config = {features.CONFIG_KEY: spec.feature_spec().to_config()}
+    example_gen = example_gen_for(spec.format, deployment.data_root, example_gen_pb2.Output(
+        split_config=example_gen_pb2.SplitConfig(
+            splits=[
+                example_gen_pb2.SplitConfig.Split(name="train", hash_buckets=config.train_buckets),
+                example_gen_pb2.SplitConfig.Split(name="eval", hash_buckets=config.eval_buckets),
+            ]
+        )
+    ))
     statistics_gen = StatisticsGen(examples=example_gen.outputs["examples"])
     schema_gen = ImportSchemaGen(schema_file=deployment.schema_file)
     example_validator = ExampleValidator(
@@ -85,8 +86,7 @@ def create_pipeline(
         examples=example_gen.outputs["examples"],
         schema=schema_gen.outputs["schema"],
         preprocessing_fn=PREPROCESSING_FN,
-        custom_config={
-            "dataset": config.dataset,
+        custom_config=feature_config | {
             trainer_keys.CODE_FINGERPRINT_KEY: code_fingerprint(TRANSFORM_SOURCES),
         },
         splits_config=transform_pb2.SplitsConfig(analyze=["train"], transform=["train", "eval"]),
@@ -104,8 +104,10 @@ def create_pipeline(
         schema=schema_gen.outputs["schema"],
         train_args=trainer_pb2.TrainArgs(),
         eval_args=trainer_pb2.EvalArgs(),
-        custom_config=vertex.training_config(deployment.vertex_training) | {
-            "dataset": config.dataset,
+        custom_config=vertex.training_config(deployment.vertex_training) | feature_config | {
+            # Names the dataset file and tells its versions apart (lineage, diff).
+            trainer_keys.DATASET_FILE_KEY: str(spec.path),
+            trainer_keys.DATASET_FINGERPRINT_KEY: spec.fingerprint(),
             "epochs": config.epochs,
             "batch_size": config.batch_size,
             "learning_rate": config.learning_rate,
@@ -139,12 +141,13 @@ def create_pipeline(
     # Records the metrics (overall, against the baseline, per slice) on the ModelEvaluation
     # artifact (see the executor).
     evaluator.executor_spec = executor_spec.BeamExecutorSpec(reporting_evaluator.Executor)
-    add_exec_property(evaluator, evaluator_keys.MIN_ACCURACY_KEY, deployment.min_accuracy)
+    if deployment.blessing_threshold is not None:
+        add_exec_property(evaluator, evaluator_keys.THRESHOLD_KEY, deployment.blessing_threshold)
     serving_check = ServingCheck(
         model=trainer.outputs["model"],
         examples=example_gen.outputs["examples"],
         transform_graph=transform.outputs["transform_graph"],
-        dataset=config.dataset,
+        label_vocabulary=features.vocabulary_name(spec.label) if spec.task != features.REGRESSION else "",
         model_name=config.model_name,
     )
     pusher = Pusher(
@@ -230,53 +233,86 @@ def code_fingerprint(sources: tuple[str, ...] | None = None) -> str:
     return digest.hexdigest()[:16]
 
 
+def example_gen_for(fmt: str, data_root: Setting, output_config: example_gen_pb2.Output):
+    """CSV through CsvExampleGen; Parquet through FileBasedExampleGen with our executor (TFX's
+    own turns zeros into missing values: see components/parquet_example_gen)."""
+    if fmt == "parquet":
+        return FileBasedExampleGen(
+            input_base=data_root,
+            output_config=output_config,
+            custom_executor_spec=executor_spec.BeamExecutorSpec(parquet_executor.Executor),
+        )
+    return CsvExampleGen(input_base=data_root, output_config=output_config)
+
+
 def eval_config(config: PipelineConfig) -> tfma.EvalConfig:
-    """Accuracy overall and per class, sliced by the dataset's slice feature, with
-    blessing thresholds."""
-    spec = features.for_dataset(config.dataset)
-    accuracy_threshold = tfma.MetricThreshold(
-        value_threshold=tfma.GenericValueThreshold(lower_bound={"value": config.min_accuracy}),
-        # Negative absolute change: a candidate may trail the baseline by this much.
-        change_threshold=tfma.GenericChangeThreshold(
-            direction=tfma.MetricDirection.HIGHER_IS_BETTER,
-            absolute={"value": -config.max_accuracy_drop - 1e-10},
-        ),
-    )
-    return tfma.EvalConfig(
-        model_specs=[
-            tfma.ModelSpec(
-                signature_name=contract.SERVING_DEFAULT,
-                prediction_key=contract.OUTPUT_PROBABILITIES,
-                label_key=spec.transformed_label_key,
-                preprocessing_function_names=[contract.TRANSFORM_FEATURES],
-            )
-        ],
-        slicing_specs=[
-            tfma.SlicingSpec(),
-            tfma.SlicingSpec(feature_keys=[spec.slice_key]),
-        ],
-        metrics_specs=[
-            tfma.MetricsSpec(
-                metrics=[
-                    tfma.MetricConfig(class_name="ExampleCount"),
-                    # Blessing looks at the whole eval split: a slice-level threshold
-                    # would gate on small, noisy slices (a few dozen rows each).
-                    tfma.MetricConfig(
-                        class_name=evaluator_keys.ACCURACY_CLASS_NAME,
-                        per_slice_thresholds=[
-                            tfma.PerSliceMetricThreshold(
-                                slicing_specs=[tfma.SlicingSpec()], threshold=accuracy_threshold
-                            )
-                        ],
-                    ),
-                ]
-            ),
-            tfma.MetricsSpec(
-                binarize=tfma.BinarizationOptions(class_ids={"values": list(range(spec.num_classes))}),
-                metrics=[
-                    tfma.MetricConfig(class_name="Precision"),
-                    tfma.MetricConfig(class_name="Recall"),
-                ],
-            ),
-        ],
-    )
+    """The task's metrics overall and per slice of the dataset file's slice features, with
+    the blessing thresholds on the whole eval split."""
+    spec = config.spec
+    label_key = features.transformed_name(spec.label)
+    slicing_specs = [tfma.SlicingSpec(), *(tfma.SlicingSpec(feature_keys=[key]) for key in spec.slices)]
+    if spec.task == features.REGRESSION:
+        model_spec = tfma.ModelSpec(
+            signature_name=contract.SERVING_DEFAULT,
+            prediction_key=contract.OUTPUT_PREDICTION,
+            label_key=label_key,
+            preprocessing_function_names=[contract.TRANSFORM_FEATURES],
+        )
+    else:
+        model_spec = tfma.ModelSpec(
+            signature_name=contract.SERVING_DEFAULT,
+            prediction_key=contract.OUTPUT_PROBABILITIES,
+            label_key=label_key,
+            preprocessing_function_names=[contract.TRANSFORM_FEATURES],
+        )
+    metrics = [tfma.MetricConfig(class_name="ExampleCount")]
+    per_class: list[tfma.MetricConfig] = []
+    for name in TASK_METRIC_CLASSES[spec.task]:
+        metric = tfma.MetricConfig(class_name=evaluator_keys.METRIC_CLASS_NAMES[name])
+        if name == spec.blessing.metric:
+            # Blessing looks at the whole eval split: a slice-level threshold would gate on
+            # small, noisy slices (a few dozen rows each).
+            metric.per_slice_thresholds.append(tfma.PerSliceMetricThreshold(
+                slicing_specs=[tfma.SlicingSpec()], threshold=blessing_threshold(config)))
+        (per_class if name in BINARIZED_METRICS else metrics).append(metric)
+    metrics_specs = [tfma.MetricsSpec(metrics=metrics)]
+    if spec.task == features.MULTICLASS:
+        per_class += [tfma.MetricConfig(class_name="Precision"), tfma.MetricConfig(class_name="Recall")]
+        class_ids = list(range(spec.num_classes))
+    elif spec.task == features.BINARY:
+        # The second label (the sigmoid's) is the positive class.
+        per_class += [tfma.MetricConfig(class_name=name) for name in ("Precision", "Recall", "Calibration")]
+        class_ids = [1]
+    if per_class:
+        metrics_specs.append(tfma.MetricsSpec(
+            binarize=tfma.BinarizationOptions(class_ids={"values": class_ids}), metrics=per_class))
+    return tfma.EvalConfig(model_specs=[model_spec], slicing_specs=slicing_specs, metrics_specs=metrics_specs)
+
+
+# The TFMA metrics computed per task beside the per-class ones (see eval_config).
+TASK_METRIC_CLASSES = {
+    features.BINARY: ("accuracy", "auc"),
+    features.MULTICLASS: ("accuracy",),
+    features.REGRESSION: ("rmse", "mae"),
+}
+# Computed on the positive class of a binary model's two probabilities.
+BINARIZED_METRICS = ("auc",)
+
+
+def blessing_threshold(config: PipelineConfig) -> tfma.MetricThreshold:
+    """A bound on the blessing metric and a change threshold against the baseline; for an
+    error metric both point the other way."""
+    higher = config.higher_is_better
+    threshold = tfma.MetricThreshold()
+    if config.blessing_threshold is not None:
+        bound = {"value": config.blessing_threshold}
+        threshold.value_threshold.CopyFrom(tfma.GenericValueThreshold(
+            lower_bound=bound) if higher else tfma.GenericValueThreshold(upper_bound=bound))
+    if config.max_metric_drop is not None:
+        # A candidate may trail the baseline by this much (the epsilon keeps an exact tie in).
+        allowed = config.max_metric_drop + 1e-10
+        threshold.change_threshold.CopyFrom(tfma.GenericChangeThreshold(
+            direction=tfma.MetricDirection.HIGHER_IS_BETTER if higher else tfma.MetricDirection.LOWER_IS_BETTER,
+            absolute={"value": -allowed if higher else allowed},
+        ))
+    return threshold

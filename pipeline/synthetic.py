@@ -23,7 +23,11 @@ from pathlib import Path
 
 import numpy as np
 
-from trainer_module.features import SYNTHETIC
+LABEL = "purchased"
+COLUMNS = (
+    LABEL, "channel", "country", "category", "brand", "product_id", "price", "discount_pct",
+    "session_seconds", "pages_viewed", "days_since_last_visit", "cart_items",
+)
 
 SEED = 20261202
 ROWS_PER_SHARD = 125_000
@@ -87,7 +91,7 @@ def _write_shard(job: tuple[Path, int, int, int]) -> dict:
     staging, index, shards, size = job
     frame, probability = sessions(size, np.random.default_rng([SEED, index]))
     frame.to_csv(staging / f"part-{index:05d}-of-{shards:05d}.csv", index=False, float_format="%.6g")
-    labels = frame[SYNTHETIC.label_key].to_numpy()
+    labels = frame[LABEL].to_numpy()
     return {
         "positives": int(labels.sum()),
         # The Bayes classifier predicts the likelier class; it is right with that probability.
@@ -127,7 +131,7 @@ def sessions(rows: int, rng: np.random.Generator):
     purchased = (rng.random(rows) < probability).astype(np.int64)
 
     columns = {
-        SYNTHETIC.label_key: purchased,
+        LABEL: purchased,
         "channel": np.asarray(CHANNELS)[ids["channel"]],
         "country": _names("country", ids["country"], 3),
         "category": _names("category", ids["category"], 4),
@@ -140,7 +144,7 @@ def sessions(rows: int, rng: np.random.Generator):
         "days_since_last_visit": np.where(first_visit, np.nan, days),
         "cart_items": cart_items,
     }
-    frame = pd.DataFrame(columns)[list(SYNTHETIC.csv_columns)]
+    frame = pd.DataFrame(columns)[list(COLUMNS)]
     return frame, probability
 
 

@@ -26,10 +26,12 @@ from serving.contract import (
     EXAMPLES_INPUT,
     OUTPUT_CLASS_ID,
     OUTPUT_LABEL,
+    OUTPUT_PREDICTION,
     OUTPUT_PROBABILITIES,
     SERVING_DEFAULT,
     SERVING_RAW,
 )
+from trainer_module.features import identifier
 
 DEFAULT_GRPC_PORT = 8500
 DEFAULT_REST_PORT = 8501
@@ -42,29 +44,36 @@ class ServingClientError(ConfigError):
 
 @dataclasses.dataclass(frozen=True)
 class Prediction:
-    label: str
-    class_id: int
-    probabilities: list[float]
+    """A classifier's label (as in the data), class id and probabilities; a regression
+    model's value."""
+
+    label: str | None = None
+    class_id: int | None = None
+    probabilities: list[float] | None = None
+    value: float | None = None
 
 
 class RowSchema:
-    """The features a model takes, from the pipeline's curated schema (label left out)."""
+    """The columns a model's rows may have, from the pipeline's curated schema (label left
+    out), and the features it uses (`features`, default: all of them)."""
 
-    def __init__(self, schema: schema_pb2.Schema, label_key: str) -> None:
+    def __init__(self, schema: schema_pb2.Schema, label_key: str, features: Sequence[str] | None = None) -> None:
         self.label_key = label_key
         self.types = {f.name: f.type for f in schema.feature if f.name != label_key}
         self.required = {f.name for f in schema.feature
                          if f.name != label_key and f.presence.min_fraction >= 1.0}
+        self.features = tuple(features) if features is not None else tuple(self.types)
 
     @classmethod
     def for_dataset(cls, dataset: str) -> RowSchema:
+        """The rows of a dataset: a built-in's name or a dataset file's path."""
         from google.protobuf import text_format
 
-        from pipeline import schemas
-        from trainer_module import features
+        from pipeline import datasets
 
-        schema = text_format.Parse(Path(schemas.schema_file(dataset)).read_text(), schema_pb2.Schema())
-        return cls(schema, features.for_dataset(dataset).label_key)
+        spec = datasets.load(dataset)
+        schema = text_format.Parse(spec.schema.read_text(), schema_pb2.Schema())
+        return cls(schema, spec.label, [f.name for f in spec.model_features])
 
     def rows_from_csv(self, path: Path) -> list[dict[str, Any]]:
         """The rows of a CSV file with a header of feature names; an empty or NA cell is missing."""
@@ -125,15 +134,17 @@ class RowSchema:
         return example.SerializeToString()
 
     def to_instance(self, row: Mapping[str, Any]) -> dict[str, Any]:
-        """A serving_raw row: every feature present; NaN or "" where missing. TF Serving's JSON
-        parser takes a bare NaN token (its JSON conformance notes), as json.dumps writes it."""
+        """A serving_raw row: every feature the model uses, keyed by its TF identifier (TF
+        signature arguments cannot hold spaces or slashes); NaN or "" where missing. TF
+        Serving's JSON parser takes a bare NaN token (its JSON conformance notes), as
+        json.dumps writes it."""
         instance: dict[str, Any] = {}
-        for name, kind in self.types.items():
+        for name in self.features:
             value = row.get(name)
-            if kind == schema_pb2.BYTES:
-                instance[name] = "" if _missing(value) else value
+            if self.types[name] == schema_pb2.BYTES:
+                instance[identifier(name)] = "" if _missing(value) else value
             else:
-                instance[name] = math.nan if _missing(value) else float(value)
+                instance[identifier(name)] = math.nan if _missing(value) else float(value)
         return instance
 
 
@@ -157,9 +168,10 @@ def predict_in_process(model_dir: Path, schema: RowSchema,
 
     signature = tf.saved_model.load(str(model_dir)).signatures[SERVING_DEFAULT]
     outputs = signature(**{EXAMPLES_INPUT: tf.constant([schema.to_example(row) for row in rows])})
-    return [Prediction(label.decode(), int(class_id), [float(p) for p in row])
-            for label, class_id, row in zip(outputs[OUTPUT_LABEL].numpy(), outputs[OUTPUT_CLASS_ID].numpy(),
-                                            outputs[OUTPUT_PROBABILITIES].numpy())]
+    if OUTPUT_PREDICTION in outputs:
+        return _values(outputs[OUTPUT_PREDICTION].numpy().tolist())
+    return _predictions(outputs[OUTPUT_LABEL].numpy().tolist(), outputs[OUTPUT_CLASS_ID].numpy().tolist(),
+                        outputs[OUTPUT_PROBABILITIES].numpy().tolist())
 
 
 def _missing(value: Any) -> bool:
@@ -283,6 +295,8 @@ class ServingClient:
         examples.tensor_shape.dim.add().size = len(rows)
         examples.string_val.extend(self.schema.to_example(r) for r in rows)
         outputs = self._grpc_call(self._stub()[0].Predict, request).outputs
+        if OUTPUT_PREDICTION in outputs:
+            return _values(list(outputs[OUTPUT_PREDICTION].float_val))
         width = len(outputs[OUTPUT_PROBABILITIES].float_val) // max(len(rows), 1)
         values = list(outputs[OUTPUT_PROBABILITIES].float_val)
         probabilities = [values[i * width:(i + 1) * width] for i in range(len(rows))]
@@ -346,12 +360,18 @@ class ServingClient:
     def _rest_predict(self, rows) -> list[Prediction]:
         body = {"signature_name": SERVING_RAW, "instances": [self.schema.to_instance(r) for r in rows]}
         predictions = self._rest("POST", self._rest_path(":predict"), body)["predictions"]
+        if predictions and not isinstance(predictions[0], Mapping):
+            return _values(predictions)  # one output: TF Serving's row format gives the bare value
         return _predictions([p[OUTPUT_LABEL] for p in predictions], [p[OUTPUT_CLASS_ID] for p in predictions],
                             [p[OUTPUT_PROBABILITIES] for p in predictions])
 
 
 class _Unavailable(Exception):
     """The server is not (yet) there: worth another try."""
+
+
+def _values(values: list) -> list[Prediction]:
+    return [Prediction(value=float(value)) for value in values]
 
 
 def _predictions(labels: list, class_ids: list, probabilities: list) -> list[Prediction]:

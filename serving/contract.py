@@ -19,6 +19,7 @@ EXAMPLES_INPUT = "examples"
 OUTPUT_PROBABILITIES = "probabilities"
 OUTPUT_CLASS_ID = "class_id"
 OUTPUT_LABEL = "label"
+OUTPUT_PREDICTION = "prediction"  # a regression model's one output
 
 # The serving check times batches of these sizes and reports each as p50/p99 milliseconds.
 LATENCY_BATCH_SIZES = (1, 64)

@@ -3,8 +3,8 @@
 TF Serving's C++ SavedModelBundle restores through the session-based loader (what
 `tf.compat.v1.saved_model.loader.load` and `saved_model_cli run` use), which fails on
 some models that `tf.saved_model.load` accepts. This module runs in its own process
-(`python -m serving.session_check MODEL_DIR WARMUP_FILE VOCAB_FILE OUT_JSON`): a model that
-crashes the loader cannot take the pipeline down with it.
+(`python -m serving.session_check MODEL_DIR WARMUP_FILE VOCAB_FILE OUT_JSON`; VOCAB_FILE is ""
+for a regression model): a model that crashes the loader cannot take the pipeline down with it.
 """
 
 from __future__ import annotations
@@ -23,21 +23,27 @@ from serving.contract import (
     LATENCY_PERCENTILES,
     OUTPUT_CLASS_ID,
     OUTPUT_LABEL,
+    OUTPUT_PREDICTION,
     OUTPUT_PROBABILITIES,
     SERVING_DEFAULT,
     SIGNATURES,
     latency_key,
 )
 
-# What TF Serving will expose; outputs are the same for both prediction signatures.
-PREDICTION_OUTPUTS = {OUTPUT_PROBABILITIES: tf.float32, OUTPUT_CLASS_ID: tf.int64, OUTPUT_LABEL: tf.string}
+# What TF Serving will expose, for a classifier and a regression model; outputs are the
+# same for both prediction signatures.
+CLASSIFIER_OUTPUTS = {OUTPUT_PROBABILITIES: tf.float32, OUTPUT_CLASS_ID: tf.int64, OUTPUT_LABEL: tf.string}
+REGRESSION_OUTPUTS = {OUTPUT_PREDICTION: tf.float32}
 # Ranks TF Serving batches along: every tensor's first dimension is the batch (-1).
-OUTPUT_RANKS = {OUTPUT_PROBABILITIES: 2, OUTPUT_CLASS_ID: 1, OUTPUT_LABEL: 1}
+OUTPUT_RANKS = {OUTPUT_PROBABILITIES: 2, OUTPUT_CLASS_ID: 1, OUTPUT_LABEL: 1, OUTPUT_PREDICTION: 1}
 # Timed runs per batch size: fewer for the larger, slower batch.
 LATENCY_RUNS = dict(zip(LATENCY_BATCH_SIZES, (100, 30)))
 
 
-def check(model_dir: str, warmup_file: str, vocabulary: list[str]) -> dict:
+def check(model_dir: str, warmup_file: str, vocabulary: list[str] | None) -> dict:
+    """The report on a classifier (vocabulary: its label values) or, vocabulary None, a
+    regression model."""
+    expected_outputs = REGRESSION_OUTPUTS if vocabulary is None else CLASSIFIER_OUTPUTS
     problems: list[str] = []
     report: dict = {}
     logs = list(warmup.read(warmup_file))  # eagerly, before the graph-mode session below
@@ -49,11 +55,11 @@ def check(model_dir: str, warmup_file: str, vocabulary: list[str]) -> dict:
         if SERVING_DEFAULT not in signatures:
             return {**report, "ok": False, "problems": problems}
         signature = signatures[SERVING_DEFAULT]
-        problems += _signature_problems(signature)
+        problems += _signature_problems(signature, expected_outputs)
         if problems:
             return {**report, "ok": False, "problems": problems}
         feed = signature.inputs[EXAMPLES_INPUT].name
-        fetch = {key: signature.outputs[key].name for key in PREDICTION_OUTPUTS}
+        fetch = {key: signature.outputs[key].name for key in expected_outputs}
         pool: list[bytes] = []
         for number, log in enumerate(logs):
             batch = tf.make_ndarray(log.predict_log.request.inputs[EXAMPLES_INPUT])
@@ -77,14 +83,14 @@ def check(model_dir: str, warmup_file: str, vocabulary: list[str]) -> dict:
     return {**report, "ok": True, "problems": []}
 
 
-def _signature_problems(signature) -> list[str]:
+def _signature_problems(signature, expected_outputs: dict) -> list[str]:
     problems = []
     example_input = signature.inputs.get(EXAMPLES_INPUT)
     if (example_input is None or example_input.dtype != tf.string.as_datatype_enum
             or _dims(example_input) != [-1]):
         problems.append("serving_default must take 'examples', a batch (shape [-1]) of serialized "
                         "tf.Example strings")
-    for key, dtype in PREDICTION_OUTPUTS.items():
+    for key, dtype in expected_outputs.items():
         output = signature.outputs.get(key)
         if output is None:
             problems.append(f"serving_default has no output {key!r}")
@@ -101,7 +107,14 @@ def _dims(tensor_info) -> list[int]:
     return [dim.size for dim in tensor_info.tensor_shape.dim]
 
 
-def _output_problems(outputs: dict, batch_size: int, vocabulary: list[str]) -> list[str]:
+def _output_problems(outputs: dict, batch_size: int, vocabulary: list[str] | None) -> list[str]:
+    if vocabulary is None:
+        predictions = outputs[OUTPUT_PREDICTION]
+        if predictions.shape[0] != batch_size:
+            return [f"{predictions.shape[0]} predictions for {batch_size} examples"]
+        if not np.all(np.isfinite(predictions)):
+            return ["predictions are not all finite (NaN or infinity)"]
+        return []
     probabilities = outputs[OUTPUT_PROBABILITIES]
     if probabilities.shape[0] != batch_size:
         return [f"{probabilities.shape[0]} predictions for {batch_size} examples"]
@@ -122,8 +135,10 @@ def _output_problems(outputs: dict, batch_size: int, vocabulary: list[str]) -> l
 
 def main(argv: list[str]) -> int:
     model_dir, warmup_file, vocabulary_file, out_json = argv
-    with open(vocabulary_file) as handle:
-        vocabulary = [line.rstrip("\n") for line in handle if line.strip()]
+    vocabulary = None
+    if vocabulary_file:
+        with open(vocabulary_file) as handle:
+            vocabulary = [line.rstrip("\n") for line in handle if line.strip()]
     with open(out_json, "w") as handle:
         json.dump(check(model_dir, warmup_file, vocabulary), handle)
     return 0

@@ -10,7 +10,7 @@ import tensorflow_data_validation as tfdv
 from tfx.types import artifact_utils, standard_artifacts
 
 from components.anomaly_gate import executor
-from pipeline import data, schemas
+from pipeline import data, datasets
 
 GOOD_ROW = {
     "species": "Adelie", "island": "Dream", "sex": "male", "bill_length_mm": "39.5",
@@ -21,7 +21,7 @@ GOOD_ROW = {
 @pytest.fixture(scope="module")
 def penguin_rows(tmp_path_factory) -> list[dict]:
     path = tmp_path_factory.mktemp("penguins") / "penguins.csv"
-    data.write_penguins_csv(path)
+    data.write_penguins_csv(path, datasets.load("penguins"))
     with open(path, newline="") as handle:
         return list(csv.DictReader(handle))
 
@@ -34,7 +34,7 @@ def _anomalies_artifact(tmp_path, rows: list[dict]) -> standard_artifacts.Exampl
         writer.writeheader()
         writer.writerows(rows)
     stats = tfdv.generate_statistics_from_csv(str(csv_path))
-    anomalies = tfdv.validate_statistics(stats, tfdv.load_schema_text(str(schemas.schema_file("penguins"))))
+    anomalies = tfdv.validate_statistics(stats, tfdv.load_schema_text(str(datasets.load("penguins").schema)))
     artifact = standard_artifacts.ExampleAnomalies()
     artifact.uri = str(tmp_path / "anomalies")
     artifact.split_names = artifact_utils.encode_split_names(["train"])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline import data
+from pipeline import data, datasets
 from tests.conftest import turbotfx
 
 
@@ -16,7 +16,7 @@ def _serving_versions(home) -> list:
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["run", "--dataset", "iris"], "unknown dataset 'iris'; choose one of: penguins"),
+        (["run", "--dataset", "iris"], "no dataset file 'iris'; give a built-in (penguins, synthetic)"),
         (["run", "--epochs", "0"], "epochs must be at least 1"),
         (["run", "--epochs", "many"], "argument --epochs: invalid int value: 'many'"),
         (["run", "--split", "4-1"], "use e.g. --split 4:1"),
@@ -24,7 +24,7 @@ def _serving_versions(home) -> list:
         (["run", "--rows", "500"], "--rows sizes the synthetic dataset only"),
         (["run", "--metadata-url", "mysql://mlmd:hunter2@127.0.0.1/md"], "TURBOTFX_METADATA_PASSWORD instead"),
         (["run", "--metadata-url", "oracle://u@h/db"], "unsupported scheme"),
-        (["run", "--min-accuracy", "2"], "min accuracy must be in [0, 1]"),
+        (["run", "--min-accuracy", "2"], "blessing threshold on accuracy must be in [0, 1]"),
     ],
 )
 def test_invalid_flags(tmp_path, args, message):
@@ -62,7 +62,7 @@ def test_unwritable_home(tmp_path):
 
 def test_schema_infer_writes_a_schema_to_curate(tmp_path):
     root = tmp_path / "data"
-    data.write_penguins_csv(root / "penguins.csv")
+    data.write_penguins_csv(root / "penguins.csv", datasets.load("penguins"))
     output = tmp_path / "proposed" / "schema.pbtxt"
     result = turbotfx("schema", "infer", "--data-root", str(root), "--output", str(output), home=tmp_path / "ws")
     assert result.exit_code == 0, result.output

@@ -44,7 +44,7 @@ def test_run_flags_reach_the_config(tmp_path):
     config = cli_args.config_from_args(args)
     expected = PipelineConfig(
         home=str(tmp_path), dataset="synthetic", rows=500, train_buckets=3, eval_buckets=2, epochs=2,
-        batch_size=64, learning_rate=0.5, min_accuracy=0.4, max_accuracy_drop=0.1, keep_versions=2,
+        batch_size=64, learning_rate=0.5, blessing_threshold=0.4, max_metric_drop=0.1, keep_versions=2,
         strategy="one_device", precision="float32", xla="off", steps_per_execution=4, accumulation_steps=2,
         scale_learning_rate=True, tensorboard_histogram_freq=0, profile_batches="2,4", beam_mode="in_memory",
         metadata_url="sqlite:///tmp/x.sqlite", enable_cache=False, pipeline_name="p", model_name="m")

@@ -14,12 +14,12 @@ def test_defaults_are_valid_and_place_everything_under_home(tmp_path):
 @pytest.mark.parametrize(
     "overrides, message",
     [
-        ({"dataset": "iris"}, "unknown dataset 'iris'"),
+        ({"dataset": "iris"}, "no dataset file 'iris'"),
         ({"epochs": 0}, "epochs must be at least 1"),
         ({"batch_size": -4}, "batch size must be at least 1"),
         ({"learning_rate": 0.0}, "learning rate must be in (0, 10)"),
-        ({"min_accuracy": 1.5}, "min accuracy must be in [0, 1]"),
-        ({"max_accuracy_drop": -0.1}, "max accuracy drop must be in [0, 1]"),
+        ({"blessing_threshold": 1.5}, "blessing threshold on accuracy must be in [0, 1]"),
+        ({"max_metric_drop": -0.1}, "max accuracy drop must be 0 or more"),
         ({"beam_mode": "turbo"}, "unknown beam mode 'turbo'"),
         ({"pipeline_name": "has space"}, "pipeline_name 'has space' is not a valid name"),
         ({"train_buckets": 0}, "split buckets must be positive"),

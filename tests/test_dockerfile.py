@@ -47,7 +47,7 @@ def test_dockerfile_python_snippets_run(tmp_path):
     done = subprocess.run([sys.executable, "-c", requirements], cwd=REPO, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["tfx[kfp]==1.16.0", "apache-beam[gcp]==2.59.0", "dill", "palmerpenguins",
-                                   "tf-keras>=2.16,<2.17"]
+                                   "tf-keras>=2.16,<2.17", "tomli"]
     target = tmp_path / "data" / "penguins"
     done = subprocess.run([sys.executable, "-c", write_data.replace("/turbotfx/data/penguins", str(target))],
                           capture_output=True, text=True)
@@ -60,7 +60,7 @@ def test_dockerignore_keeps_what_the_image_needs():
     patterns = [line.strip() for line in (REPO / ".dockerignore").read_text().splitlines()
                 if line.strip() and not line.startswith("#")]
     needed = ["pyproject.toml", "constraints.txt", "README.md", "pipeline/pipeline.py",
-              "pipeline/schemas/penguins/schema.pbtxt", "components/atomic_pusher/executor.py",
+              "pipeline/datasets/penguins.toml", "pipeline/datasets/penguins.schema.pbtxt", "components/atomic_pusher/executor.py",
               "trainer_module/train.py", "serving/client.py"]
     for path in needed:
         assert (REPO / path).exists(), path

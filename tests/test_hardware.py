@@ -77,7 +77,8 @@ MIRRORED_BFLOAT16_SCRIPT = textwrap.dedent(
     tf.config.set_logical_device_configuration(
         cpu, [tf.config.LogicalDeviceConfiguration(), tf.config.LogicalDeviceConfiguration()])
     import tf_keras as keras
-    from trainer_module import features, hardware, model, train
+    from pipeline import datasets
+    from trainer_module import hardware, model, train
 
     strategy = hardware.build_strategy("mirrored", ["/cpu:0", "/cpu:1"])
     rng = np.random.default_rng(0)
@@ -85,7 +86,7 @@ MIRRORED_BFLOAT16_SCRIPT = textwrap.dedent(
          for k in ("bill_length_mm", "bill_depth_mm", "flipper_length_mm", "body_mass_g")}
     x.update({f"{k}_xf": rng.integers(0, 2, size=256) for k in ("island", "sex")})
     y = (x["bill_length_mm_xf"] > 0).astype("int64")
-    args = (features.PENGUINS, {"island": 2, "sex": 2}, 2, (16,), 0.05)
+    args = (datasets.load("penguins").feature_spec(), {"island": 2, "sex": 2}, 2, (16,), 0.05)
     keras.mixed_precision.set_global_policy("mixed_bfloat16")
     with strategy.scope():
         trained = model.build_model(*args)

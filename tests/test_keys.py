@@ -40,3 +40,18 @@ def test_property_prefixes_do_not_overlap():
     prefixes = [evaluator_keys.METRIC_PREFIX, evaluator_keys.DIFF_PREFIX]
     assert not [a for a in prefixes for b in prefixes if a != b and a.startswith(b)]
     assert not evaluator_keys.SLICE_METRICS.startswith(tuple(prefixes))
+
+
+def test_regression_output_name_agrees():
+    assert contract.OUTPUT_PREDICTION == signatures.OUTPUT_PREDICTION
+
+
+def test_blessing_metric_names_are_the_ones_tfma_records():
+    # TFMA computes a class of its own if it has one, else the Keras metric of that name;
+    # either way the instance's name is what the evaluation records.
+    import tensorflow_model_analysis as tfma
+    import tf_keras
+
+    for metric, class_name in evaluator_keys.METRIC_CLASS_NAMES.items():
+        metric_class = getattr(tfma.metrics, class_name, None) or getattr(tf_keras.metrics, class_name)
+        assert metric_class().name == evaluator_keys.METRIC_NAMES[metric], metric

@@ -134,18 +134,18 @@ def test_runtime_parameters_with_defaults(compiled):
     declared = spec.root.input_definitions.parameters
     Types = pipeline_spec_pb2.ParameterType.ParameterTypeEnum
     assert {name: p.parameter_type for name, p in declared.items()} == {
-        "data_root": Types.STRING, "epochs": Types.NUMBER_INTEGER, "min_accuracy": Types.NUMBER_DOUBLE}
+        "data_root": Types.STRING, "epochs": Types.NUMBER_INTEGER, "blessing_threshold": Types.NUMBER_DOUBLE}
     assert declared["data_root"].default_value.string_value == kubeflow.IMAGE_DATA_ROOT
     assert declared["epochs"].default_value.number_value == 12
-    assert declared["min_accuracy"].default_value.number_value == pytest.approx(0.8)
+    assert declared["blessing_threshold"].default_value.number_value == pytest.approx(0.8)
     assert json_format.MessageToDict(job.runtime_config)["parameterValues"] == {
-        "data_root": kubeflow.IMAGE_DATA_ROOT, "epochs": 12, "min_accuracy": 0.8}
+        "data_root": kubeflow.IMAGE_DATA_ROOT, "epochs": 12, "blessing_threshold": 0.8}
     assert job.runtime_config.gcs_output_directory == ROOT
     tasks = spec.root.dag.tasks
     # Each parameter feeds the property that reads it.
     assert tasks["CsvExampleGen"].inputs.parameters["input_base"].component_input_parameter == "data_root"
     assert tasks["Trainer"].inputs.parameters["epochs"].component_input_parameter == "epochs"
-    assert tasks["Evaluator"].inputs.parameters["min_accuracy"].component_input_parameter == "min_accuracy"
+    assert tasks["Evaluator"].inputs.parameters["blessing_threshold"].component_input_parameter == "blessing_threshold"
 
     kfp = kubeflow_spec(compiled["kubeflow"])
     assert kfp.root.input_definitions.parameters["data_root"].default_value.string_value == \
@@ -238,7 +238,7 @@ def test_vertex_training_job_runs_our_executor_in_the_image(compiled):
 def test_schema_pusher_and_resources(compiled):
     spec = vertex_spec(compiled["vertex"])
     schema_file = constant(spec.root.dag.tasks["ImportSchemaGen"], "schema_file")
-    assert schema_file == "/turbotfx/pipeline/schemas/penguins/schema.pbtxt"
+    assert schema_file == "/turbotfx/pipeline/datasets/penguins.schema.pbtxt"
     # The Dockerfile puts the source tree at /turbotfx, so the file is there in the image.
     assert (REPO / Path(schema_file).relative_to(kubeflow.IMAGE_SOURCE_ROOT)).is_file()
     assert "WORKDIR /turbotfx" in (REPO / "Dockerfile").read_text()
@@ -260,7 +260,7 @@ def test_schema_pusher_and_resources(compiled):
 def test_two_compiles_are_identical_and_write_nothing_else(compiled):
     assert compiled["vertex"].read_bytes() == compiled["vertex_again"].read_bytes()
     assert not compiled["home"].exists()  # no workspace, no schema copy, no upload
-    assert "runtime parameters: data_root, epochs, min_accuracy" in compiled["stdout"]
+    assert "runtime parameters: blessing_threshold, data_root, epochs" in compiled["stdout"]
 
 
 def test_vertex_dry_run_request(compiled, tmp_path):
@@ -279,13 +279,13 @@ def test_vertex_dry_run_request(compiled, tmp_path):
     assert job["serviceAccount"] == "runner@demo-project.iam.gserviceaccount.com"
     assert job["runtimeConfig"]["gcsOutputDirectory"] == "gs://demo-bucket/other-root"
     assert job["runtimeConfig"]["parameterValues"] == {
-        "epochs": 30, "data_root": "gs://demo-bucket/penguins-2026-12", "min_accuracy": 0.8}
+        "epochs": 30, "data_root": "gs://demo-bucket/penguins-2026-12", "blessing_threshold": 0.8}
     # The template is the compiled file's spec, unchanged.
     assert job["pipelineSpec"] == json.loads(compiled["vertex"].read_text())["pipelineSpec"]
 
 
 def test_kubeflow_submit_sends_what_the_dry_run_prints(compiled, tmp_path):
-    args = ("submit", str(compiled["kubeflow"]), "--target", "kubeflow", "--param", "min_accuracy=0.9",
+    args = ("submit", str(compiled["kubeflow"]), "--target", "kubeflow", "--param", "blessing_threshold=0.9",
             "--param", "epochs=3", "--service-account", "pipeline-runner", "--experiment", "penguins")
     with FakeKfpApi() as api:
         dry = turbotfx(*args, "--host", api.host, "--dry-run", home=tmp_path)
@@ -295,7 +295,7 @@ def test_kubeflow_submit_sends_what_the_dry_run_prints(compiled, tmp_path):
         assert sent.exit_code == 0, sent.output
     printed = json.loads(dry.stdout)
     assert printed["experiment"] == "penguins"
-    assert printed["run"]["runtime_config"]["parameters"] == {"min_accuracy": 0.9, "epochs": 3}
+    assert printed["run"]["runtime_config"]["parameters"] == {"blessing_threshold": 0.9, "epochs": 3}
     assert printed["run"]["service_account"] == "pipeline-runner"
     assert printed["run"]["pipeline_spec"] == yaml.safe_load(compiled["kubeflow"].read_text())
     assert api.experiments[0]["display_name"] == "penguins"
@@ -358,7 +358,7 @@ def test_kubeflow_output_must_be_yaml(tmp_path):
     "args, message",
     [
         (("--target", "vertex", "--project", "p", "--region", "r", "--param", "epoch=3"),
-         "the pipeline has no parameter 'epoch'; it takes: data_root, epochs, min_accuracy"),
+         "the pipeline has no parameter 'epoch'; it takes: blessing_threshold, data_root, epochs"),
         (("--target", "vertex", "--project", "p", "--region", "r", "--param", "epochs=many"),
          "parameter epochs='many' is not a valid int"),
         (("--target", "vertex", "--project", "p", "--region", "r", "--param", "epochs"),
@@ -425,3 +425,31 @@ def test_readme_deploy_commands_work(tmp_path):
             request = json.loads(done.stdout)
             assert request.get("pipelineJob") or request.get("run")
     assert (tmp_path / "pipeline.json").is_file() and (tmp_path / "pipeline.yaml").is_file()
+
+
+def test_a_dataset_file_outside_the_source_tree_cannot_travel_in_the_image(tmp_path):
+    # A file of one's own: compiles only from inside the tree the image is built from.
+    (tmp_path / "data").mkdir()
+    (tmp_path / "own.schema.pbtxt").write_text('feature { name: "y" type: FLOAT }\nfeature { name: "x" type: FLOAT }\n')
+    (tmp_path / "own.toml").write_text('name = "own"\ndata_root = "data"\nlabel = "y"\ntask = "regression"\n'
+                                       'schema = "own.schema.pbtxt"\n[features]\nx = "numeric"\n'
+                                       '[blessing]\nthreshold = 1.0\n')
+    output = tmp_path / "pipeline.json"
+    result = turbotfx("compile", "--target", "vertex", "--image", IMAGE, "--pipeline-root", ROOT,
+                      "--dataset", str(tmp_path / "own.toml"), "--data-root", "gs://b/own",
+                      "--output", str(output), home=tmp_path / "home")
+    assert result.exit_code == 2, result.output
+    assert f"the schema of {tmp_path / 'own.toml'}" in result.output
+    assert "is outside the source tree the image is built from" in result.output
+    assert not output.exists()
+
+
+def test_a_built_in_dataset_file_compiles_with_its_schema_path_in_the_image(tmp_path):
+    output = tmp_path / "pipeline.json"
+    result = turbotfx("compile", "--target", "vertex", "--image", IMAGE, "--pipeline-root", ROOT,
+                      "--dataset", "synthetic", "--data-root", "gs://b/synthetic", "--output", str(output),
+                      home=tmp_path / "home", env=NO_CLOUD)
+    assert result.exit_code == 0, result.output
+    spec = json.loads(output.read_text())["pipelineSpec"]
+    schema_file = spec["root"]["dag"]["tasks"]["ImportSchemaGen"]["inputs"]["parameters"]["schema_file"]
+    assert schema_file["runtimeValue"]["constant"] == "/turbotfx/pipeline/datasets/synthetic.schema.pbtxt"

@@ -1,9 +1,10 @@
 import numpy as np
 import tf_keras as keras
 
+from pipeline import datasets
 from trainer_module import features, model
 
-SPEC = features.PENGUINS
+SPEC = datasets.load("penguins").feature_spec()
 
 
 def _batch(rows: int, rng: np.random.Generator) -> dict:

@@ -1,5 +1,6 @@
 """preprocessing_fn run by real TFT (Beam, in memory) on a few rows."""
 
+import functools
 import tempfile
 
 import numpy as np
@@ -8,9 +9,10 @@ import tensorflow as tf
 import tensorflow_transform.beam as tft_beam
 from tensorflow_transform.tf_metadata import dataset_metadata, schema_utils
 
+from pipeline import datasets
 from trainer_module import features, preprocessing
 
-SPEC = features.PENGUINS
+SPEC = datasets.load("penguins").feature_spec()
 
 RAW_SPEC = {
     **{k: tf.io.VarLenFeature(tf.float32) for k in SPEC.numeric_keys},
@@ -40,7 +42,8 @@ def transformed():
     metadata = dataset_metadata.DatasetMetadata(schema_utils.schema_from_feature_spec(RAW_SPEC))
     with tft_beam.Context(temp_dir=tempfile.mkdtemp(), force_tf_compat_v1=False):
         (rows, _), transform_fn = (ROWS, metadata) | tft_beam.AnalyzeAndTransformDataset(
-            preprocessing.preprocessing_fn
+            functools.partial(preprocessing.preprocessing_fn,
+                              custom_config={features.CONFIG_KEY: SPEC.to_config()})
         )
     return rows
 
@@ -68,5 +71,5 @@ def test_categoricals_and_label_become_vocabulary_indices(transformed):
 
 
 def test_every_output_is_a_transformed_name(transformed):
-    expected = {features.transformed_name(k) for k in SPEC.csv_columns}
+    expected = {features.transformed_name(k) for k in (SPEC.label_key, *SPEC.feature_keys)}
     assert set(transformed[0]) == expected

@@ -59,7 +59,7 @@ def evaluation() -> standard_artifacts.ModelEvaluation:
         diff={"sparse_categorical_accuracy": -0.025, "precision[classId:0]": 0.0},
         slices={"island=Dream": {"sparse_categorical_accuracy": 0.5, "recall[classId:1]": math.nan},
                 "island=Biscoe": {"sparse_categorical_accuracy": 1.0}},
-    ))
+    ), blessing_metric="sparse_categorical_accuracy")
     return artifact
 
 
@@ -114,8 +114,9 @@ def test_a_blessed_and_pushed_run(store, tmp_path):
         f"  {'precision_diff[classId:0]':<32} 0.0000",
         f"  {'sparse_categorical_accuracy':<32} 0.9000",
         f"  {'sparse_categorical_accuracy_diff':<32} -0.0250",
-        f"  accuracy[island=Biscoe]{'':<9} 1.0000",
-        f"  accuracy[island=Dream]{'':<10} 0.5000",
+        "  per slice (sparse_categorical_accuracy):",
+        f"    {'island=Biscoe':<30} 1.0000",
+        f"    {'island=Dream':<30} 0.5000",
         "blessed: yes",
         "serving check: passed (0.50 ms p50 / 0.75 ms p99 at batch 1, 1.25 ms p50 / 2.50 ms p99 at batch 64)",
         "pushed: /serving/penguins/1700000000",

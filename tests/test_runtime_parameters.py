@@ -16,31 +16,31 @@ from pipeline.pipeline import eval_config
 from pipeline.runners import beam_args
 
 
-def accuracy_lower_bounds(config_json: str) -> list[float]:
+def bounds(config_json: str, class_name: str, side: str = "lower_bound") -> list[float]:
     config = tfma.EvalConfig()
     json_format.Parse(config_json, config)
-    return [per_slice.threshold.value_threshold.lower_bound.value
+    return [getattr(per_slice.threshold.value_threshold, side).value
             for spec in config.metrics_specs for metric in spec.metrics
-            if metric.class_name == reporting_evaluator.ACCURACY_CLASS_NAME
+            if metric.class_name == class_name
             for per_slice in metric.per_slice_thresholds]
 
 
-def test_min_accuracy_replaces_the_compiled_threshold():
-    compiled = json_format.MessageToJson(eval_config(PipelineConfig(min_accuracy=0.6)))
-    assert accuracy_lower_bounds(compiled) == [0.6]
-    props = {"eval_config": compiled, reporting_evaluator.MIN_ACCURACY_KEY: 0.93}
+def test_blessing_threshold_replaces_the_compiled_threshold():
+    compiled = json_format.MessageToJson(eval_config(PipelineConfig(blessing_threshold=0.6)))
+    assert bounds(compiled, "SparseCategoricalAccuracy") == [0.6]
+    props = {"eval_config": compiled, reporting_evaluator.THRESHOLD_KEY: 0.93}
     overridden = reporting_evaluator.with_runtime_threshold(props)
-    assert accuracy_lower_bounds(overridden["eval_config"]) == [0.93]
+    assert bounds(overridden["eval_config"], "SparseCategoricalAccuracy") == [0.93]
     # The change threshold against the baseline stays as compiled.
     assert "changeThreshold" in overridden["eval_config"] or "change_threshold" in overridden["eval_config"]
     assert props["eval_config"] == compiled  # the caller's dict is not changed
     assert reporting_evaluator.with_runtime_threshold({"eval_config": compiled}) == {"eval_config": compiled}
 
 
-def test_min_accuracy_out_of_range_names_the_parameter():
+def test_blessing_threshold_out_of_range_names_the_parameter():
     compiled = json_format.MessageToJson(eval_config(PipelineConfig()))
-    with pytest.raises(ValueError, match="set the 'min_accuracy' pipeline parameter"):
-        reporting_evaluator.with_runtime_threshold({"eval_config": compiled, "min_accuracy": 1.5})
+    with pytest.raises(ValueError, match="set the 'blessing_threshold' pipeline parameter"):
+        reporting_evaluator.with_runtime_threshold({"eval_config": compiled, "blessing_threshold": 1.5})
 
 
 def test_epochs_replaces_custom_config_epochs():

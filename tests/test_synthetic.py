@@ -9,7 +9,6 @@ import pandas as pd
 import pytest
 
 from pipeline import synthetic
-from trainer_module import features
 
 
 def _read(directory) -> pd.DataFrame:
@@ -33,7 +32,7 @@ def test_columns_vocabularies_and_missing_values(tmp_path):
     synthetic.generate(tmp_path / "data", 100_000)
     frame = _read(tmp_path / "data")
     assert len(frame) == 100_000
-    assert tuple(frame.columns) == features.SYNTHETIC.csv_columns
+    assert tuple(frame.columns) == synthetic.COLUMNS
     assert set(frame["channel"]) == set(synthetic.CHANNELS)
     # Vocabularies from ten values up to tens of thousands of products.
     assert frame["country"].nunique() == 200

@@ -1,4 +1,4 @@
-"""The Keras (tf_keras, Keras 2) classifier over a dataset's transformed features."""
+"""The Keras (tf_keras, Keras 2) model over a dataset's transformed features, per task."""
 
 from __future__ import annotations
 
@@ -20,12 +20,18 @@ def build_model(
     jit_compile: bool = False,
     steps_per_execution: int = 1,
     accumulation_steps: int = 1,
+    label_mean: float = 0.0,
+    label_std: float = 1.0,
 ) -> keras.Model:
-    """An MLP: z-scored numerics and encoded categoricals in, class probabilities out.
+    """An MLP: z-scored numerics and encoded categoricals in; per task, class probabilities
+    (softmax, multiclass), the positive class's probability (sigmoid, binary) or the value
+    (linear, regression) out.
 
     Small vocabularies are one-hot encoded, large ones embedded (a one-hot of 100,000
     products would dwarf the rest of the model).
     vocab_sizes maps each categorical feature key to its vocabulary size (without OOV).
+    label_mean and label_std (regression) scale the output, so the hidden layers learn a
+    z-scored target whatever the label's units.
     Layers compute in the global Keras precision policy; the output is always float32.
     jit_compile XLA-compiles the training step only, never the exported serving graph.
     accumulation_steps > 1 splits each batch into that many micro-batches per update.
@@ -36,30 +42,46 @@ def build_model(
         name = features.transformed_name(key)
         inputs[name] = keras.Input(shape=(), name=name, dtype="float32")
         columns.append(keras.layers.Reshape((1,), name=f"{name}_column")(inputs[name]))
-    for key in spec.categorical_keys:
-        name = features.transformed_name(key)
+    for categorical in spec.categoricals:
+        name = features.transformed_name(categorical.key)
         inputs[name] = keras.Input(shape=(), name=name, dtype="int64")
-        columns.append(_encode_categorical(inputs[name], name, vocab_sizes[key] + spec.num_oov_buckets))
+        num_ids = vocab_sizes[categorical.key] + spec.num_oov_buckets
+        columns.append(_encode_categorical(inputs[name], name, num_ids, categorical.embedding_dim))
     x = keras.layers.Concatenate(name="features")(columns)
     for i, units in enumerate(hidden_units):
         x = keras.layers.Dense(units, activation="relu", name=f"hidden_{i}")(x)
-    # float32 probabilities whatever the training precision policy.
-    outputs = keras.layers.Dense(num_classes, activation="softmax", dtype="float32", name="probabilities")(x)
+    # float32 outputs whatever the training precision policy.
+    if spec.task == features.MULTICLASS:
+        outputs = keras.layers.Dense(num_classes, activation="softmax", dtype="float32", name="probabilities")(x)
+        loss, metric = keras.losses.SparseCategoricalCrossentropy(), keras.metrics.SparseCategoricalAccuracy
+    elif spec.task == features.BINARY:
+        outputs = keras.layers.Dense(1, activation="sigmoid", dtype="float32", name="probability")(x)
+        loss, metric = keras.losses.BinaryCrossentropy(), keras.metrics.BinaryAccuracy
+    else:
+        z_score = keras.layers.Dense(1, dtype="float32", name="z_score")(x)
+        outputs = keras.layers.Rescaling(label_std, offset=label_mean, dtype="float32", name="prediction")(z_score)
+        loss, metric = keras.losses.MeanSquaredError(), keras.metrics.RootMeanSquaredError
     if accumulation_steps > 1:
         model = AccumulatingModel(inputs=inputs, outputs=outputs, accumulation_steps=accumulation_steps)
     else:
         model = keras.Model(inputs=inputs, outputs=outputs)
     model.compile(
         optimizer=keras.optimizers.Adam(learning_rate=learning_rate),
-        loss=keras.losses.SparseCategoricalCrossentropy(),
-        metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+        loss=loss,
+        metrics=[metric(name=training_metric(spec.task))],
         jit_compile=jit_compile,
         steps_per_execution=steps_per_execution,
     )
     return model
 
 
-def _encode_categorical(ids, name: str, num_ids: int):
-    if num_ids <= features.ONE_HOT_MAX_IDS:
+def training_metric(task: str) -> str:
+    """The metric fit() and evaluate() report, and the training report records."""
+    return "rmse" if task == features.REGRESSION else "accuracy"
+
+
+def _encode_categorical(ids, name: str, num_ids: int, embedding_dim: int | None):
+    if embedding_dim is None and num_ids <= features.ONE_HOT_MAX_IDS:
         return keras.layers.CategoryEncoding(num_tokens=num_ids, output_mode="one_hot", name=f"{name}_one_hot")(ids)
-    return keras.layers.Embedding(num_ids, features.embedding_dim(num_ids), name=f"{name}_embedding")(ids)
+    width = embedding_dim or features.embedding_dim(num_ids)
+    return keras.layers.Embedding(num_ids, width, name=f"{name}_embedding")(ids)

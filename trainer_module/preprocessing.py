@@ -1,4 +1,5 @@
-"""preprocessing_fn for Transform: impute and z-score numerics, vocabularies for categoricals."""
+"""preprocessing_fn for Transform: impute and z-score numerics, vocabularies for categoricals,
+a label vocabulary for classification and the float label for regression."""
 
 from __future__ import annotations
 
@@ -11,31 +12,39 @@ from trainer_module import autograph, features
 
 autograph.skip_library_conversion()
 
-DATASET_CONFIG_KEY = "dataset"
-
-
 def preprocessing_fn(inputs: dict, custom_config: Mapping[str, Any] | None = None) -> dict:
-    """Maps raw features to model-ready ones; Transform's custom_config names the dataset.
+    """Maps raw features to model-ready ones; Transform's custom_config carries the spec.
 
     Analyzers (means, variances, vocabularies) run over the train split only; the same
     graph then serves, so training and serving cannot skew.
     """
-    spec = features.for_dataset((custom_config or {}).get(DATASET_CONFIG_KEY, features.PENGUINS.dataset))
+    spec = features.from_custom_config(custom_config)
     outputs = {}
     for key in spec.numeric_keys:
         outputs[features.transformed_name(key)] = _impute_and_z_score(tf.cast(inputs[key], tf.float32))
-    for key in spec.categorical_keys:
-        outputs[features.transformed_name(key)] = tft.compute_and_apply_vocabulary(
-            _to_dense(inputs[key], default=""),
+    for categorical in spec.categoricals:
+        value = inputs[categorical.key]
+        outputs[features.transformed_name(categorical.key)] = tft.compute_and_apply_vocabulary(
+            _to_dense(value, default=_missing(value)),
+            top_k=categorical.max_tokens,
+            frequency_threshold=categorical.frequency_threshold,
             num_oov_buckets=spec.num_oov_buckets,
-            vocab_filename=features.vocabulary_name(key),
+            vocab_filename=features.vocabulary_name(categorical.key),
         )
     label = inputs[spec.label_key]
-    outputs[spec.transformed_label_key] = tft.compute_and_apply_vocabulary(
-        _to_dense(label, default="" if label.dtype == tf.string else -1),
-        vocab_filename=features.vocabulary_name(spec.label_key),
-    )
+    if spec.is_classification:
+        outputs[spec.transformed_label_key] = tft.compute_and_apply_vocabulary(
+            _to_dense(label, default=_missing(label)),
+            vocab_filename=features.vocabulary_name(spec.label_key),
+        )
+    else:
+        outputs[spec.transformed_label_key] = _to_dense(tf.cast(label, tf.float32), default=0.0)
     return outputs
+
+
+def _missing(value: tf.Tensor | tf.SparseTensor):
+    """What a missing categorical becomes: its own vocabulary entry ('' or -1)."""
+    return "" if value.dtype == tf.string else -1
 
 
 def _impute_and_z_score(value: tf.Tensor | tf.SparseTensor) -> tf.Tensor:

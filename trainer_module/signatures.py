@@ -20,6 +20,7 @@ EXAMPLES_INPUT = "examples"
 OUTPUT_PROBABILITIES = "probabilities"
 OUTPUT_CLASS_ID = "class_id"
 OUTPUT_LABEL = "label"
+OUTPUT_PREDICTION = "prediction"
 
 
 class ServingModule(tf.Module):
@@ -35,22 +36,30 @@ class ServingModule(tf.Module):
         super().__init__()
         self.model = model
         self.tft_layer = tf_transform_output.transform_features_layer()
+        self._task = spec.task
         self._raw_spec = tf_transform_output.raw_feature_spec()
-        self._serving_spec = {k: v for k, v in self._raw_spec.items() if k != spec.label_key}
-        label_vocab = tf_transform_output.vocabulary_by_name(features.vocabulary_name(spec.label_key))
-        self._label_names = tf.constant(label_vocab, dtype=tf.string)
+        # The model's features only: the label, ignored columns (IDs, free text) and anything
+        # else a client sends are not parsed.
+        self._serving_spec = {k: v for k, v in self._raw_spec.items() if k in spec.feature_keys}
+        self._label_names = None
+        if spec.is_classification:
+            label_vocab = tf_transform_output.vocabulary_by_name(features.vocabulary_name(spec.label_key))
+            self._label_names = tf.constant(label_vocab, dtype=tf.string)
 
         examples_spec = tf.TensorSpec([None], tf.string, name=EXAMPLES_INPUT)
         self.serve_examples = tf.function(self._serve_examples, input_signature=[examples_spec])
         self.transform_features = tf.function(
             self._transform_features, input_signature=[examples_spec]
         )
-        # Every numeric is float32 here, integer columns included: JSON clients send
-        # numbers, and NaN can mark a missing value.
-        raw_specs = {key: tf.TensorSpec([None], tf.float32, name=key) for key in spec.numeric_keys}
-        raw_specs.update(
-            {key: tf.TensorSpec([None], tf.string, name=key) for key in spec.categorical_keys}
-        )
+        # Keyed by identifier (TF signature arguments cannot hold spaces or slashes; clients
+        # map the column names). Every number is float32 here, integer columns included:
+        # JSON clients send numbers, and NaN can mark a missing value.
+        self._raw_names = {features.identifier(key): key for key in spec.feature_keys}
+        raw_specs = {
+            name: tf.TensorSpec([None], tf.string if self._raw_spec[key].dtype == tf.string else tf.float32,
+                                name=name)
+            for name, key in self._raw_names.items()
+        }
         self.serve_raw = tf.function(self._serve_raw, input_signature=[raw_specs])
 
     def signatures(self) -> dict:
@@ -70,7 +79,8 @@ class ServingModule(tf.Module):
         a missing one fails the request with a message naming it.
         """
         raw = {}
-        for key, value in rows.items():
+        for name, value in rows.items():
+            key = self._raw_names[name]
             present = tf.math.is_finite(value) if value.dtype.is_floating else tf.not_equal(value, "")
             feature_spec = self._raw_spec[key]
             typed = tf.cast(value, feature_spec.dtype)
@@ -89,10 +99,16 @@ class ServingModule(tf.Module):
     def _predict(self, raw_features: dict) -> dict:
         transformed = self.tft_layer(raw_features)
         model_inputs = {name: transformed[name] for name in self.model.input_names}
-        probabilities = tf.cast(self.model(model_inputs, training=False), tf.float32)
-        class_id = tf.argmax(probabilities, axis=-1)
+        output = tf.cast(self.model(model_inputs, training=False), tf.float32)
+        if self._task == features.REGRESSION:
+            return {OUTPUT_PREDICTION: tf.reshape(output, [-1])}
+        if self._task == features.BINARY:
+            # The sigmoid gives the second label's probability; clients get both, as for
+            # any classifier.
+            output = tf.concat([1.0 - output, output], axis=-1)
+        class_id = tf.argmax(output, axis=-1)
         return {
-            OUTPUT_PROBABILITIES: probabilities,
+            OUTPUT_PROBABILITIES: output,
             OUTPUT_CLASS_ID: class_id,
             OUTPUT_LABEL: tf.gather(self._label_names, class_id),
         }

@@ -74,9 +74,9 @@ def files_size(file_pattern: list[str]) -> int:
 
 
 def run_fn(fn_args: FnArgs) -> None:
-    """Trains the classifier on the chosen hardware setup and exports it for serving."""
+    """Trains the model on the chosen hardware setup and exports it for serving."""
     hparams = hyperparameters(fn_args.custom_config or {})
-    spec = features.for_dataset(hparams["dataset"])
+    spec = features.from_custom_config(fn_args.custom_config)
     choice = hardware.choose(hardware.detect(), hparams["strategy"], hparams["precision"], hparams["xla"])
     strategy = hardware.build_strategy(choice.strategy)
     replicas = strategy.num_replicas_in_sync
@@ -95,6 +95,7 @@ def run_fn(fn_args: FnArgs) -> None:
     vocab_sizes, num_classes = vocabulary_sizes(tf_transform_output, spec)
     learning_rate = effective_learning_rate(hparams, replicas)
     model_args = (spec, vocab_sizes, num_classes, hparams["hidden_units"], learning_rate)
+    label_scale = label_statistics(train_ds) if spec.task == features.REGRESSION else {}
     chief = hardware.is_chief(os.environ.get("TF_CONFIG"))
     with worker_dir(fn_args.model_run_dir, chief) as run_dir, worker_dir(
         fn_args.serving_model_dir, chief
@@ -107,13 +108,14 @@ def run_fn(fn_args: FnArgs) -> None:
                     jit_compile=choice.xla,
                     steps_per_execution=hparams["steps_per_execution"],
                     accumulation_steps=hparams["accumulation_steps"],
+                    **label_scale,
                 )
             results = fit_and_evaluate(classifier, train_ds, eval_ds, hparams, run_dir, global_batch_size)
         finally:
             keras.mixed_precision.set_global_policy("float32")
 
         started = time.perf_counter()
-        signatures.export(serving_copy(classifier, model_args), tf_transform_output, spec, export_dir)
+        signatures.export(serving_copy(classifier, model_args, label_scale), tf_transform_output, spec, export_dir)
         results["export_wall_s"] = round(time.perf_counter() - started, 3)
         if chief:
             write_report(run_dir, {
@@ -124,7 +126,9 @@ def run_fn(fn_args: FnArgs) -> None:
                 "xla": choice.xla,
                 "global_batch_size": global_batch_size,
                 "effective_learning_rate": learning_rate,
+                "task": spec.task,
                 "num_classes": num_classes,
+                **label_scale,
                 **results,
                 "tf_version": tf.__version__,
             })
@@ -133,12 +137,34 @@ def run_fn(fn_args: FnArgs) -> None:
 def vocabulary_sizes(
     tf_transform_output: tft.TFTransformOutput, spec: FeatureSpec
 ) -> tuple[dict[str, int], int]:
-    """Each categorical feature's vocabulary size, and the number of label classes."""
+    """Each categorical feature's vocabulary size, and the number of label classes (1 for
+    regression)."""
     sizes = {
         key: tf_transform_output.vocabulary_size_by_name(features.vocabulary_name(key))
         for key in spec.categorical_keys
     }
+    if not spec.is_classification:
+        return sizes, 1
     return sizes, tf_transform_output.vocabulary_size_by_name(features.vocabulary_name(spec.label_key))
+
+
+def label_statistics(train_ds: tf.data.Dataset) -> dict[str, float]:
+    """The training labels' mean and standard deviation, which scale a regression output.
+
+    One pass over the labels; the batches it reads are the ones the first epoch caches.
+    """
+    count, total, squares = train_ds.reduce(
+        (0.0, 0.0, 0.0),
+        lambda state, batch: (
+            state[0] + tf.cast(tf.size(batch[1]), tf.float32),
+            state[1] + tf.reduce_sum(batch[1]),
+            state[2] + tf.reduce_sum(tf.square(batch[1])),
+        ),
+    )
+    count, total, squares = float(count), float(total), float(squares)
+    mean = total / max(count, 1.0)
+    std = max(squares / max(count, 1.0) - mean * mean, 0.0) ** 0.5
+    return {"label_mean": mean, "label_std": std if std > 0 else 1.0}
 
 
 def effective_learning_rate(hparams: dict[str, Any], replicas: int) -> float:
@@ -177,12 +203,13 @@ def fit_and_evaluate(
     eval_metrics = classifier.evaluate(eval_ds, steps=eval_steps, verbose=0, return_dict=True)
     # Every step trains on a full global batch except possibly each epoch's last.
     examples = steps.total * global_batch_size
+    metric = model.training_metric(hparams["task"])
     return {
         "train_steps": steps.total,
         "examples_per_second": round(examples / fit_s, 1),
         "fit_wall_s": round(fit_s, 3),
-        "final_train_accuracy": float(history.history["accuracy"][-1]),
-        "final_eval_accuracy": float(eval_metrics["accuracy"]),
+        f"final_train_{metric}": float(history.history[metric][-1]),
+        f"final_eval_{metric}": float(eval_metrics[metric]),
     }
 
 
@@ -240,7 +267,7 @@ def tensorboard(model_run_dir: str, hparams: dict[str, Any]) -> keras.callbacks.
     )
 
 
-def serving_copy(trained: keras.Model, model_args: tuple) -> keras.Model:
+def serving_copy(trained: keras.Model, model_args: tuple, label_scale: dict[str, float] | None = None) -> keras.Model:
     """The trained weights in a plain float32 model, whatever training used.
 
     Mixed-precision variables are float32 already; only the layers' compute dtype differs,
@@ -251,7 +278,7 @@ def serving_copy(trained: keras.Model, model_args: tuple) -> keras.Model:
     low_precision = any(layer.compute_dtype in ("float16", "bfloat16") for layer in trained.layers)
     if not low_precision and not isinstance(trained, AccumulatingModel):
         return trained
-    serving_model = model.build_model(*model_args)
+    serving_model = model.build_model(*model_args, **(label_scale or {}))
     serving_model.set_weights(trained.get_weights())
     return serving_model
 
@@ -259,7 +286,7 @@ def serving_copy(trained: keras.Model, model_args: tuple) -> keras.Model:
 def hyperparameters(custom_config: dict[str, Any]) -> dict[str, Any]:
     """The training knobs passed through the Trainer's custom_config, with defaults."""
     return {
-        "dataset": str(custom_config.get("dataset", features.PENGUINS.dataset)),
+        "task": str(custom_config.get(features.CONFIG_KEY, {}).get("task", features.MULTICLASS)),
         "epochs": int(custom_config.get("epochs", 20)),
         "batch_size": int(custom_config.get("batch_size", 32)),
         "learning_rate": float(custom_config.get("learning_rate", 0.01)),

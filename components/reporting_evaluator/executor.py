@@ -19,11 +19,13 @@ from tfx.components.evaluator import executor as evaluator_executor
 from tfx.types import artifact_utils
 
 from components.reporting_evaluator.keys import (
-    ACCURACY_CLASS_NAME,
+    BLESSING_METRIC,
     DIFF_PREFIX,
+    METRIC_CLASS_NAMES,
+    METRIC_NAMES,
     METRIC_PREFIX,
-    MIN_ACCURACY_KEY,
     SLICE_METRICS,
+    THRESHOLD_KEY,
 )
 
 # TFMA names the models only when there is a baseline to compare with.
@@ -37,28 +39,50 @@ class Executor(evaluator_executor.Executor):
         output_dict: dict[str, list[types.Artifact]],
         exec_properties: dict[str, Any],
     ) -> None:
-        super().Do(input_dict, output_dict, with_runtime_threshold(exec_properties))
+        exec_properties = with_runtime_threshold(exec_properties)
+        super().Do(input_dict, output_dict, exec_properties)
         evaluation = artifact_utils.get_single_instance(output_dict["evaluation"])
-        record_metrics(evaluation, read_metrics(evaluation.uri))
+        record_metrics(evaluation, read_metrics(evaluation.uri), blessing_metric_name(exec_properties["eval_config"]))
+
+
+def blessing_metric_name(eval_config_json: str) -> str | None:
+    """The recorded name of the metric that carries thresholds, e.g. 'auc[classId:1]'."""
+    eval_config = tfma.EvalConfig()
+    json_format.Parse(eval_config_json, eval_config)
+    names = {class_name: METRIC_NAMES[metric] for metric, class_name in METRIC_CLASS_NAMES.items()}
+    for metrics_spec in eval_config.metrics_specs:
+        class_ids = list(metrics_spec.binarize.class_ids.values)
+        for metric in metrics_spec.metrics:
+            if metric.per_slice_thresholds and metric.class_name in names:
+                suffix = f"[classId:{class_ids[0]}]" if len(class_ids) == 1 else ""
+                return names[metric.class_name] + suffix
+    return None
 
 
 def with_runtime_threshold(exec_properties: dict[str, Any]) -> dict[str, Any]:
-    """exec_properties whose accuracy thresholds take the `min_accuracy` property, if set."""
-    min_accuracy = exec_properties.get(MIN_ACCURACY_KEY)
-    if min_accuracy is None:
+    """exec_properties whose blessing threshold takes the `blessing_threshold` property, if set.
+
+    The pipeline puts a value threshold on one metric (the dataset file's blessing metric);
+    its bound (lower, or upper for an error metric) is the one replaced.
+    """
+    bound = exec_properties.get(THRESHOLD_KEY)
+    if bound is None:
         return exec_properties
-    min_accuracy = float(min_accuracy)
-    if not 0.0 <= min_accuracy <= 1.0:
-        raise ValueError(f"min_accuracy must be in [0, 1], got {min_accuracy}; "
-                         "set the 'min_accuracy' pipeline parameter to a fraction")
+    bound = float(bound)
     eval_config = tfma.EvalConfig()
     json_format.Parse(exec_properties["eval_config"], eval_config)
     for metrics_spec in eval_config.metrics_specs:
         for metric in metrics_spec.metrics:
-            if metric.class_name != ACCURACY_CLASS_NAME:
-                continue
             for per_slice in metric.per_slice_thresholds:
-                per_slice.threshold.value_threshold.lower_bound.value = min_accuracy
+                value_threshold = per_slice.threshold.value_threshold
+                if value_threshold.HasField("upper_bound"):
+                    value_threshold.upper_bound.value = bound
+                elif value_threshold.HasField("lower_bound"):
+                    if not 0.0 <= bound <= 1.0:
+                        raise ValueError(f"blessing_threshold must be in [0, 1] for {metric.class_name}, "
+                                         f"got {bound}; set the 'blessing_threshold' pipeline parameter "
+                                         "to a fraction")
+                    value_threshold.lower_bound.value = bound
     return {**exec_properties, "eval_config": json_format.MessageToJson(eval_config, sort_keys=True)}
 
 
@@ -108,7 +132,9 @@ def _slice_value(key) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def record_metrics(evaluation: types.Artifact, metrics: Metrics) -> None:
+def record_metrics(evaluation: types.Artifact, metrics: Metrics, blessing_metric: str | None = None) -> None:
+    if blessing_metric:
+        evaluation.set_string_custom_property(BLESSING_METRIC, blessing_metric)
     # An undefined value (e.g. precision of a class never predicted) is left out: MySQL
     # stores no NaN.
     for prefix, values in ((METRIC_PREFIX, metrics.overall), (DIFF_PREFIX, metrics.diff)):

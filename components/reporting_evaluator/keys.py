@@ -10,13 +10,26 @@ from __future__ import annotations
 METRIC_PREFIX = "metric_"
 DIFF_PREFIX = "diff_"
 SLICE_METRICS = "slice_metrics"
+# The metric the blessing thresholds sit on, as recorded (e.g. "auc[classId:1]").
+BLESSING_METRIC = "blessing_metric"
 # Top-level exec property (a runtime parameter in a compiled pipeline) that replaces the
-# lower bound of the accuracy threshold in eval_config: runtime parameters cannot live
+# bound of the blessing metric's threshold in eval_config: runtime parameters cannot live
 # inside a proto property.
-MIN_ACCURACY_KEY = "min_accuracy"
-# The blessing metric: the TFMA metric class the thresholds sit on, and its metric name.
-ACCURACY_CLASS_NAME = "SparseCategoricalAccuracy"
-ACCURACY_METRIC = "sparse_categorical_accuracy"
+THRESHOLD_KEY = "blessing_threshold"
+# The blessing metrics a dataset file may name: the TFMA metric class computing each, and
+# the name TFMA records it under (binarized metrics add a [classId:N] suffix).
+METRIC_CLASS_NAMES = {
+    "accuracy": "SparseCategoricalAccuracy",
+    "auc": "AUC",
+    "rmse": "RootMeanSquaredError",
+    "mae": "MeanAbsoluteError",
+}
+METRIC_NAMES = {
+    "accuracy": "sparse_categorical_accuracy",
+    "auc": "auc",
+    "rmse": "root_mean_squared_error",
+    "mae": "mean_absolute_error",
+}
 # TFX's own names on the ModelBlessing (tfx.components.evaluator.constants).
 BLESSED = "blessed"
 BASELINE_MODEL_ID = "baseline_model_id"

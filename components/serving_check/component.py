@@ -12,7 +12,8 @@ from components.serving_check import executor
 
 class ServingCheckSpec(component_spec.ComponentSpec):
     PARAMETERS = {
-        "dataset": component_spec.ExecutionParameter(type=str),
+        # The Transform vocabulary of the label (its file name); "" for a regression model.
+        "label_vocabulary": component_spec.ExecutionParameter(type=str),
         "model_name": component_spec.ExecutionParameter(type=str),
     }
     INPUTS = {
@@ -32,7 +33,7 @@ class ServingCheck(base_component.BaseComponent):
     SPEC_CLASS = ServingCheckSpec
     EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(executor.Executor)
 
-    def __init__(self, model, examples, transform_graph, dataset: str, model_name: str) -> None:
+    def __init__(self, model, examples, transform_graph, label_vocabulary: str, model_name: str) -> None:
         super().__init__(spec=ServingCheckSpec(model=model, examples=examples, transform_graph=transform_graph,
-                                               dataset=dataset, model_name=model_name,
+                                               label_vocabulary=label_vocabulary, model_name=model_name,
                                                blessing=Channel(type=standard_artifacts.InfraBlessing)))

@@ -39,19 +39,18 @@ class Executor(base_executor.BaseExecutor):
         serialized = warmup.read_examples(examples.uri, "eval", WARMUP_EXAMPLES)
         warmup_file = os.path.join(blessing.uri, warmup.WARMUP_FILE)
         warmup.write(warmup_file, warmup.prediction_logs(serialized, exec_properties["model_name"]))
-        vocabulary_file = label_vocabulary_file(transform_graph.uri, exec_properties["dataset"])
+        vocabulary_file = label_vocabulary_file(transform_graph.uri, exec_properties["label_vocabulary"])
         report = run_check(path_utils.serving_model_path(model.uri), warmup_file, vocabulary_file)
         record(blessing, report)
 
 
-def label_vocabulary_file(transform_graph_uri: str, dataset: str) -> str:
+def label_vocabulary_file(transform_graph_uri: str, vocabulary_name: str) -> str:
+    """The label vocabulary's path; "" (a regression model) when there is none."""
+    if not vocabulary_name:
+        return ""
     import tensorflow_transform as tft
 
-    from trainer_module import features
-
-    spec = features.for_dataset(dataset)
-    return tft.TFTransformOutput(transform_graph_uri).vocabulary_file_by_name(
-        features.vocabulary_name(spec.label_key))
+    return tft.TFTransformOutput(transform_graph_uri).vocabulary_file_by_name(vocabulary_name)
 
 
 def run_check(model_dir: str, warmup_file: str, vocabulary_file: str) -> dict[str, Any]:

@@ -32,8 +32,8 @@ FIELD_OF_FLAG = {
     "epochs": "epochs",
     "batch_size": "batch_size",
     "learning_rate": "learning_rate",
-    "min_accuracy": "min_accuracy",
-    "max_accuracy_drop": "max_accuracy_drop",
+    "blessing_threshold": "blessing_threshold",
+    "max_metric_drop": "max_metric_drop",
     "keep_versions": "keep_versions",
     "beam_mode": "beam_mode",
     "metadata_url": "metadata_url",
@@ -52,8 +52,10 @@ _FIELD_DEFAULTS = {field.name: field.default for field in dataclasses.fields(Pip
 
 
 def _per_dataset(knob: str) -> str:
-    """'20 penguins, 3 synthetic': a knob's default for each built-in dataset."""
-    return ", ".join(f"{values[knob]} {dataset}" for dataset, values in config_lib.DATASET_DEFAULTS.items())
+    """'20 penguins, 3 synthetic': a training knob's default in each built-in dataset file."""
+    from pipeline import datasets
+
+    return ", ".join(f"{datasets.load(name).training[knob]} {name}" for name in datasets.builtin_names())
 
 
 # --- single flags ----------------------------------------------------------------------
@@ -96,8 +98,10 @@ def add_format(parser: argparse.ArgumentParser, choices: Sequence[str] = ("text"
 def add_workspace_args(parser: argparse.ArgumentParser) -> None:
     """Where a run lives and what it reads: `run`."""
     add_home(parser, "workspace directory")
-    add_dataset(parser, f"embedded dataset: {', '.join(config_lib.DATASETS)}")
-    add_data_root(parser, "directory of your own CSV files (same columns as the dataset)")
+    add_dataset(parser, "a dataset file (write one with `turbotfx init`) or a built-in: "
+                        f"{', '.join(_builtin_datasets())} (default: {_FIELD_DEFAULTS['dataset']})")
+    add_data_root(parser, "directory of other CSV or Parquet files with the dataset file's columns "
+                          "(default: the dataset file's data_root)")
 
 
 def add_store_args(parser: argparse.ArgumentParser) -> None:
@@ -111,8 +115,7 @@ def add_pipeline_args(parser: argparse.ArgumentParser) -> None:
     """What the pipeline trains and how: `run` and `compile`."""
     defaults = _FIELD_DEFAULTS
     parser.add_argument("--pipeline-name", help=f"pipeline name in MLMD (default: {defaults['pipeline_name']})")
-    parser.add_argument("--rows", type=int, help="rows of the synthetic dataset "
-                                                 f"(default: {config_lib.DATASET_DEFAULTS['synthetic']['rows']})")
+    parser.add_argument("--rows", type=int, help="rows of the synthetic dataset (default: its dataset file's)")
     add_model_name(parser, "name of the model under the serving dir (default: the dataset's)")
     parser.add_argument("--split", type=_split, help="train:eval hash buckets "
                                                      f"(default: {defaults['train_buckets']}:{defaults['eval_buckets']})")
@@ -121,11 +124,13 @@ def add_pipeline_args(parser: argparse.ArgumentParser) -> None:
                         help=f"training batch size per replica (default: {_per_dataset('batch_size')})")
     parser.add_argument("--learning-rate", type=float,
                         help=f"Adam learning rate (default: {_per_dataset('learning_rate')})")
-    parser.add_argument("--min-accuracy", type=float,
-                        help=f"accuracy a model needs to be blessed (default: {_per_dataset('min_accuracy')})")
-    parser.add_argument("--max-accuracy-drop", type=float,
-                        help="how far below the last blessed model's accuracy a model may be "
-                             f"(default: {defaults['max_accuracy_drop']})")
+    # --min-accuracy / --max-accuracy-drop: the names from before dataset files, kept working.
+    parser.add_argument("--blessing-threshold", "--min-accuracy", type=float, dest="blessing_threshold",
+                        help="bound on the dataset file's blessing metric: the least accuracy or AUC, "
+                             "the largest RMSE or MAE (default: the file's [blessing] threshold)")
+    parser.add_argument("--max-metric-drop", "--max-accuracy-drop", type=float, dest="max_metric_drop",
+                        help="how much worse than the last blessed model a model may be on that metric "
+                             "(default: the file's [blessing] max_drop)")
     parser.add_argument("--keep-versions", type=int,
                         help="pushed versions kept under the serving dir; stable/canary always are "
                              f"(default: {defaults['keep_versions']})")
@@ -146,6 +151,12 @@ def add_pipeline_args(parser: argparse.ArgumentParser) -> None:
                         help="epochs between TensorBoard weight histograms, 0 for none "
                              f"(default: {defaults['tensorboard_histogram_freq']})")
     parser.add_argument("--profile-batches", help="TensorBoard-profile batches START,END, e.g. 2,4")
+
+
+def _builtin_datasets() -> tuple[str, ...]:
+    from pipeline import datasets
+
+    return datasets.builtin_names()
 
 
 def _split(text: str) -> tuple[int, int]:

@@ -22,7 +22,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     compile_.add_argument("--pipeline-root", required=True,
                           help="where artifacts go: gs://BUCKET/DIR (Vertex); gs://, s3:// or minio:// (Kubeflow)")
     compile_.add_argument("--output", required=True, help="file to write: pipeline.json (vertex), pipeline.yaml (kubeflow)")
-    cli_args.add_dataset(compile_, "embedded dataset: penguins (default) or synthetic")
+    cli_args.add_dataset(compile_, "a dataset file in the source tree (it travels in the image) or a "
+                                   "built-in: penguins (default), synthetic")
     cli_args.add_data_root(compile_, "default of the data_root parameter: a directory of CSV files "
                                      "(default: the penguins CSV inside the image)")
     compile_.add_argument("--serving-root", help="where the Pusher writes versions (default: <pipeline root>/serving)")
@@ -65,7 +66,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     submit.add_argument("--host", help="Kubeflow: the KFP API endpoint, e.g. http://localhost:8080")
     submit.add_argument("--experiment", default="turbotfx", help="Kubeflow: experiment name (default: turbotfx)")
     submit.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
-                        help="runtime parameter, repeatable: data_root, epochs, min_accuracy")
+                        help="runtime parameter, repeatable: data_root, epochs, blessing_threshold")
     submit.add_argument("--display-name", help="run name (default: the pipeline name)")
     submit.add_argument("--job-id", help="Vertex: job id (default: <pipeline name>-<UTC timestamp>)")
     submit.add_argument("--pipeline-root", help="override the compiled pipeline root")

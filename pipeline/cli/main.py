@@ -7,11 +7,11 @@ import argparse
 import sys
 from typing import Sequence
 
-from pipeline.cli import deploy, provenance, run, schema, serve
+from pipeline.cli import deploy, init, provenance, run, schema, serve
 from pipeline.errors import ConfigError
 
 # In the order `turbotfx --help` lists them.
-COMMAND_MODULES = (run, provenance, deploy, serve, schema)
+COMMAND_MODULES = (init, run, provenance, deploy, serve, schema)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -5,18 +5,19 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from pipeline import config as config_lib
 from pipeline.cli import args as cli_args
+from pipeline.datasets import FORMATS
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
     schema = commands.add_parser("schema", help="schema tools")
     schema_commands = schema.add_subparsers(dest="schema_command", required=True, metavar="SUBCOMMAND")
-    infer = schema_commands.add_parser("infer", help="write the inferred schema of CSV data for curation")
-    cli_args.add_data_root(infer, "directory of CSV files", required=True)
-    cli_args.add_dataset(infer, "which dataset's columns the files hold (default: penguins)",
-                         default="penguins", choices=config_lib.DATASETS)
+    infer = schema_commands.add_parser(
+        "infer", help="write the schema TFDV infers from a table of CSV or Parquet files, for curation")
+    cli_args.add_data_root(infer, "directory of CSV or Parquet files", required=True)
+    infer.add_argument("--format", choices=FORMATS, help="the files' format (default: from their suffix)")
     infer.add_argument("--output", default="inferred_schema.pbtxt", help="schema file to write")
+    cli_args.add_home(infer, "workspace whose log takes the TF and Beam logs")
     cli_args.add_verbose(infer, "show TF and Beam logs")
     schema.set_defaults(handler=handle)
 
@@ -27,7 +28,6 @@ def handle(args: argparse.Namespace) -> int:
 
     log_path = cli_args.workspace_config(args).log_path
     with console.session(log_path, args.verbose) as out:
-        path = data.infer_schema(Path(args.data_root), Path(args.output), args.dataset)
+        path = data.infer_schema(Path(args.data_root), Path(args.output), args.format)
         out.line(f"inferred schema written to {path}; compare it with the curated one and curate it")
     return 0
-

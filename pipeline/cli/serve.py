@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.cli import args as cli_args
+from pipeline.cli import console
 from pipeline.errors import ConfigError
 
 
@@ -21,7 +22,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                        ("status", "versions on disk, labels, and the run each came from (MLMD)")):
         action = actions.add_parser(name, help=text)
         cli_args.add_home(action)
-        cli_args.add_dataset(action, "whose model (default: penguins)")
+        cli_args.add_dataset(action, "whose model: a dataset file or a built-in (default: penguins)")
         cli_args.add_model_name(action, "model directory under the serving root (default: the dataset's)")
         if name == "promote":
             action.add_argument("version", nargs="?", type=int, help="version to label stable (default: the canary)")
@@ -42,7 +43,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     which.add_argument("--label", help="server version label, e.g. stable or canary")
     which.add_argument("--version", type=int, help="server model version")
     cli_args.add_home(predict)
-    cli_args.add_dataset(predict, "whose features the rows have (default: penguins)", default="penguins")
+    cli_args.add_dataset(predict, "whose columns the rows have: a dataset file or a built-in (default: penguins)",
+                         default="penguins")
     cli_args.add_model_name(predict, "model name (default: the dataset's)")
     predict.add_argument("--timeout", type=float, default=10.0, help="seconds per server request (default: 10)")
     cli_args.add_format(predict)
@@ -102,34 +104,47 @@ def _text(report: dict[str, Any], serving_root: Path) -> str:
 # --- predict ---------------------------------------------------------------------------
 
 def handle_predict(args: argparse.Namespace) -> int:
+    config = cli_args.workspace_config(args)
+    # TF's import and SavedModel loading log to the terminal: they go to the log file.
+    with console.session(config.log_path, verbose=False) as out:
+        predictions, source = _predict(args, config)
+        if args.format == "json":
+            out.line(json.dumps({"model": source, "predictions": [_as_dict(p) for p in predictions]}, indent=2))
+            return 0
+        out.line(f"model: {source}")
+        for number, prediction in enumerate(predictions):
+            if prediction.value is not None:
+                out.line(f"row {number}: {prediction.value:.6g}")
+                continue
+            probabilities = ", ".join(f"{p:.3f}" for p in prediction.probabilities)
+            out.line(f"row {number}: {prediction.label}  "
+                     f"(p={prediction.probabilities[prediction.class_id]:.3f}; probabilities [{probabilities}])")
+    return 0
+
+
+def _predict(args: argparse.Namespace, config) -> tuple[list, str]:
     from serving import push
     from serving.client import RowSchema, ServingClient, predict_in_process
 
-    config = cli_args.workspace_config(args)
     schema = RowSchema.for_dataset(config.dataset)
     rows = schema.without_label(_rows(args, schema))
     if args.grpc or args.rest:
         client = ServingClient(grpc_target=args.grpc, rest_url=args.rest, model_name=config.model_name,
                                dataset=config.dataset, version=args.version, label=args.label,
                                timeout_s=args.timeout)
-        predictions, source = client.predict(rows), args.grpc or args.rest
-    else:
-        if args.label or args.version:
-            raise ConfigError("--label and --version pick a version on a server: add --grpc or --rest")
-        versions = push.versions(config.serving_dir)
-        if not versions:
-            raise ConfigError(f"no pushed model under {config.serving_dir}: run the pipeline first (`turbotfx run`)")
-        model_dir = config.serving_dir / str(versions[-1])
-        predictions, source = predict_in_process(model_dir, schema, rows), str(model_dir)
-    if args.format == "json":
-        print(json.dumps({"model": source, "predictions": [p.__dict__ for p in predictions]}, indent=2))
-    else:
-        print(f"model: {source}")
-        for number, prediction in enumerate(predictions):
-            probabilities = ", ".join(f"{p:.3f}" for p in prediction.probabilities)
-            print(f"row {number}: {prediction.label}  "
-                  f"(p={prediction.probabilities[prediction.class_id]:.3f}; probabilities [{probabilities}])")
-    return 0
+        return client.predict(rows), args.grpc or args.rest
+    if args.label or args.version:
+        raise ConfigError("--label and --version pick a version on a server: add --grpc or --rest")
+    versions = push.versions(config.serving_dir)
+    if not versions:
+        raise ConfigError(f"no pushed model under {config.serving_dir}: run the pipeline first (`turbotfx run`)")
+    model_dir = config.serving_dir / str(versions[-1])
+    return predict_in_process(model_dir, schema, rows), str(model_dir)
+
+
+def _as_dict(prediction) -> dict[str, Any]:
+    """A classifier's label, class id and probabilities, or a regression model's value."""
+    return {key: value for key, value in prediction.__dict__.items() if value is not None}
 
 
 def _rows(args: argparse.Namespace, schema) -> list[Any]:

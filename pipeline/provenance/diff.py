@@ -11,6 +11,7 @@ def diff_models(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]
     sections = {
         "hyperparameters": (_flat(trainer_a["hyperparameters"]), _flat(trainer_b["hyperparameters"])),
         "effective": (trainer_a["effective"], trainer_b["effective"]),
+        "dataset": (_flat(first.get("dataset") or {}), _flat(second.get("dataset") or {})),
         "code": ({"code_fingerprint": trainer_a["code_fingerprint"]},
                  {"code_fingerprint": trainer_b["code_fingerprint"]}),
         "data": (_data(first), _data(second)),

@@ -20,6 +20,7 @@ from components.reporting_evaluator import keys as evaluator_keys
 from components.reporting_trainer import keys as trainer_keys
 from components.serving_check import keys as check_keys
 from pipeline.errors import ConfigError
+from trainer_module.features import CONFIG_KEY as FEATURES_KEY
 
 INPUT = mlmd_pb.Event.INPUT
 OUTPUT = mlmd_pb.Event.OUTPUT
@@ -311,6 +312,7 @@ def model_lineage(
             "code_fingerprint": _json_property(trainer, "custom_config").get(trainer_keys.CODE_FINGERPRINT_KEY),
             "training_report": report,
         },
+        "dataset": dataset_of(trainer),
         "transform": None if transform is None else {
             "execution_id": transform.id,
             "state": STATE_NAMES.get(transform.last_known_state, "UNKNOWN"),
@@ -333,6 +335,7 @@ def model_lineage(
             "id": evaluation.id,
             "uri": evaluation.uri,
             "metrics": prefixed_properties(evaluation, evaluator_keys.METRIC_PREFIX),
+            "blessing_metric": _property(evaluation, evaluator_keys.BLESSING_METRIC),
             "blessed": bool(blessing.custom_properties[evaluator_keys.BLESSED].int_value) if blessing else None,
             "baseline_model_id": _baseline_id(blessing, baseline),
         },
@@ -357,10 +360,30 @@ def _baseline_id(blessing: mlmd_pb.Artifact | None, baseline: mlmd_pb.Artifact |
     return baseline.id if baseline else None
 
 
+# Trainer custom_config entries that describe the data (see dataset_of), not the training.
+_DATASET_ENTRIES = (FEATURES_KEY, trainer_keys.DATASET_FILE_KEY, trainer_keys.DATASET_FINGERPRINT_KEY)
+
+
+def dataset_of(trainer: mlmd_pb.Execution) -> dict[str, Any]:
+    """The dataset file a model was trained from: its path and content hash, the name, task,
+    label and features it declared."""
+    config = _json_property(trainer, "custom_config")
+    features = config.get(FEATURES_KEY) or {}
+    return {
+        "file": config.get(trainer_keys.DATASET_FILE_KEY),
+        "fingerprint": config.get(trainer_keys.DATASET_FINGERPRINT_KEY),
+        "name": features.get("dataset"),
+        "task": features.get("task"),
+        "label": features.get("label"),
+        "numeric": features.get("numeric", []),
+        "categorical": features.get("categorical", []),
+    }
+
+
 def hyperparameters(trainer: mlmd_pb.Execution) -> dict[str, Any]:
     """What the Trainer was configured with: its custom config, train args and eval args."""
     values = {key: value for key, value in _json_property(trainer, "custom_config").items()
-              if key != trainer_keys.CODE_FINGERPRINT_KEY}
+              if key != trainer_keys.CODE_FINGERPRINT_KEY and key not in _DATASET_ENTRIES}
     for name in ("train_args", "eval_args"):
         values[name] = _json_property(trainer, name)
     # A compiled pipeline's runtime parameter overrides custom_config's epochs.

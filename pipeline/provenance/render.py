@@ -8,8 +8,9 @@ from typing import Any
 from serving.contract import latency_key
 
 # Hyperparameters shown first in the text tree; the rest follow in name order.
-_HEADLINE = ("dataset", "epochs", "batch_size", "learning_rate", "hidden_units")
-_TRAINING_SHOWN = ("train_steps", "examples_per_second", "fit_wall_s", "final_eval_accuracy", "tf_version")
+_HEADLINE = ("epochs", "batch_size", "learning_rate", "hidden_units")
+_TRAINING_SHOWN = ("train_steps", "examples_per_second", "fit_wall_s", "final_eval_accuracy", "final_eval_rmse",
+                   "tf_version")
 
 
 def lineage_text(lineage: dict[str, Any]) -> str:
@@ -36,6 +37,10 @@ def lineage_text(lineage: dict[str, Any]) -> str:
                    f"{check[latency_key(50, 64)]:.2f} ms (batch 64)"
                    if check["passed"] else f"FAILED: {check['problems']}")
         lines.append(f"├─ serving check {check['id']}: {verdict}")
+    dataset = lineage.get("dataset") or {}
+    if dataset.get("file"):
+        lines.append(f"├─ dataset {dataset['name']} ({dataset['task']}, label {dataset['label']!r}) from "
+                     f"{dataset['file']} (content {dataset['fingerprint']})")
     lines.append(f"└─ trainer execution {trainer['execution_id']} ({trainer['state']})")
     hyperparameters = trainer["hyperparameters"]
     ordered = [k for k in _HEADLINE if k in hyperparameters] + sorted(set(hyperparameters) - set(_HEADLINE))
@@ -92,13 +97,14 @@ def runs_text(runs: list[dict[str, Any]]) -> str:
     if not runs:
         return "no pipeline runs in this metadata store"
     header = f"{'run id':<28} {'start (UTC)':<26} {'duration':>9} {'status':<9} {'model':>6} " \
-             f"{'accuracy':>8} {'blessed':<8} pushed"
+             f"{'metric':<24} {'value':>8} {'blessed':<8} pushed"
     lines = [header]
     for run in runs:
         blessed = {True: "yes", False: "no", None: "-"}[run["blessed"]]
         lines.append(
             f"{run['run_id']:<28} {run['start']:<26} {run['duration_s']:>8.1f}s {run['status']:<9} "
-            f"{_or_dash(run['model_id']):>6} {_number(run['metric_value']) if run['metric_value'] is not None else '-':>8} "
+            f"{_or_dash(run['model_id']):>6} {run['metric'] or '-':<24} "
+            f"{_number(run['metric_value']) if run['metric_value'] is not None else '-':>8} "
             f"{blessed:<8} {run['pushed_version'] or '-'}"
         )
     return "\n".join(lines)

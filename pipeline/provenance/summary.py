@@ -49,6 +49,8 @@ class RunSummary:
     metrics: dict[str, float] = dataclasses.field(default_factory=dict)  # whole eval split
     metric_changes: dict[str, float] = dataclasses.field(default_factory=dict)  # against the baseline
     slice_metrics: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
+    # The metric blessing looked at (the dataset file's), as recorded.
+    blessing_metric: str | None = None
     blessed: bool | None = None
     serving_check: dict[str, Any] | None = None  # passed, problems and latencies
     pushed_version: str | None = None
@@ -66,8 +68,8 @@ class RunSummary:
             "duration_s": round((self.end_ms - self.start_ms) / 1000, 1),
             "status": self.status,
             "model_id": self.model_id,
-            "metric": evaluator_keys.ACCURACY_METRIC,
-            "metric_value": self.metrics.get(evaluator_keys.ACCURACY_METRIC),
+            "metric": self.blessing_metric,
+            "metric_value": self.metrics.get(self.blessing_metric) if self.blessing_metric else None,
             "blessed": self.blessed,
             "pushed_version": self.pushed_version,
         }
@@ -82,10 +84,12 @@ class RunSummary:
             lines.append("evaluation (eval split):")
             for name, value in sorted(shown.items()):
                 lines.append(f"  {name:<32} {value:.4f}")
-        for slice_name, values in sorted(self.slice_metrics.items()):
-            if evaluator_keys.ACCURACY_METRIC in values:
-                lines.append(f"  accuracy[{slice_name}]{'':<{max(0, 22 - len(slice_name))}} "
-                             f"{values[evaluator_keys.ACCURACY_METRIC]:.4f}")
+        metric = self.blessing_metric
+        per_slice = [(name, values[metric]) for name, values in sorted(self.slice_metrics.items())
+                     if metric in values]
+        if per_slice:
+            lines.append(f"  per slice ({metric}):")
+            lines += [f"    {name:<30} {value:.4f}" for name, value in per_slice]
         if self.blessed is None:
             lines.append("blessed: not evaluated")
         else:
@@ -157,6 +161,8 @@ def _read_output(summary: RunSummary, type_name: str, artifact: mlmd_pb.Artifact
     elif type_name == "ModelEvaluation":
         summary.metrics = prefixed_properties(artifact, evaluator_keys.METRIC_PREFIX)
         summary.metric_changes = prefixed_properties(artifact, evaluator_keys.DIFF_PREFIX)
+        if evaluator_keys.BLESSING_METRIC in properties:
+            summary.blessing_metric = properties[evaluator_keys.BLESSING_METRIC].string_value
         if evaluator_keys.SLICE_METRICS in properties:
             summary.slice_metrics = json.loads(properties[evaluator_keys.SLICE_METRICS].string_value)
     elif type_name == "ModelBlessing":

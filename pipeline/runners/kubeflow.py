@@ -32,7 +32,7 @@ OUTPUT_SUFFIXES = {"vertex": (".json",), "kubeflow": (".yaml", ".yml")}
 # Runtime parameters: a submitted run may set these without recompiling.
 DATA_ROOT_PARAMETER = "data_root"
 EPOCHS_PARAMETER = "epochs"
-MIN_ACCURACY_PARAMETER = "min_accuracy"
+THRESHOLD_PARAMETER = "blessing_threshold"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,9 +65,11 @@ def validate(options: CompileOptions, config: PipelineConfig) -> None:
         wanted = OUTPUT_SUFFIXES[options.target][0]
         raise ConfigError(f"--output {options.output!r}: the {options.target} target writes a "
                           f"{wanted[1:].upper()} file; name it e.g. pipeline{wanted}")
-    if options.data_root is None and config.dataset != "penguins":
-        raise ConfigError(f"the {config.dataset} dataset is not in the image; give --data-root "
-                          "gs://BUCKET/DIR (its CSV files) or set the data_root parameter at submit")
+    if options.data_root is None and config.spec.generate != "penguins":
+        raise ConfigError(f"the {config.spec.name} dataset is not in the image; give --data-root "
+                          f"gs://BUCKET/DIR (its {config.spec.format.upper()} files) or set the data_root "
+                          "parameter at submit")
+    image_path(config.spec.schema, f"the schema of {config.spec.path}")
     if config.metadata_url:
         raise ConfigError("--metadata-url is for local runs; Vertex AI and Kubeflow record to "
                           "their own MLMD store")
@@ -84,9 +86,9 @@ def deployment(config: PipelineConfig, options: CompileOptions) -> Deployment:
         data_root=data_types.RuntimeParameter(
             name=DATA_ROOT_PARAMETER, ptype=str, default=options.data_root or IMAGE_DATA_ROOT),
         epochs=data_types.RuntimeParameter(name=EPOCHS_PARAMETER, ptype=int, default=config.epochs),
-        min_accuracy=data_types.RuntimeParameter(
-            name=MIN_ACCURACY_PARAMETER, ptype=float, default=float(config.min_accuracy)),
-        schema_file=image_schema_file(config.dataset),
+        blessing_threshold=None if config.blessing_threshold is None else data_types.RuntimeParameter(
+            name=THRESHOLD_PARAMETER, ptype=float, default=float(config.blessing_threshold)),
+        schema_file=image_path(config.spec.schema, f"the schema of {config.spec.path}"),
         serving_dir=f"{serving_root.rstrip('/')}/{config.model_name}",
         vertex_training=options.vertex_training,
         vertex_endpoint=options.vertex_endpoint,
@@ -94,9 +96,15 @@ def deployment(config: PipelineConfig, options: CompileOptions) -> Deployment:
     )
 
 
-def image_schema_file(dataset: str) -> str:
-    """The curated schema's path in the image (the Dockerfile copies the tree to IMAGE_SOURCE_ROOT)."""
-    relative = schemas.schema_file(dataset).relative_to(Path(schemas.__file__).resolve().parents[2])
+def image_path(path: Path, what: str) -> str:
+    """A file's path in the image: the Dockerfile copies the source tree to IMAGE_SOURCE_ROOT,
+    so the built-in datasets, and your own dataset file kept in the tree, travel with it."""
+    source_root = Path(schemas.__file__).resolve().parents[2]
+    try:
+        relative = path.resolve().relative_to(source_root)
+    except ValueError:
+        raise ConfigError(f"{what} ({path}) is outside the source tree the image is built from "
+                          f"({source_root}); copy it into the tree, rebuild the image and compile again") from None
     return str(PurePosixPath(IMAGE_SOURCE_ROOT) / relative.as_posix())
 
 
@@ -113,7 +121,8 @@ def compile_pipeline(config: PipelineConfig, options: CompileOptions) -> dict[st
         beam_pipeline_args=beam_args.pipeline_args(options.beam, options.image),
         deployment=compiled,
     )
-    defaults = {p.name: p.default for p in (compiled.data_root, compiled.epochs, compiled.min_accuracy)}
+    parameters = (compiled.data_root, compiled.epochs, compiled.blessing_threshold)
+    defaults = {p.name: p.default for p in parameters if p is not None}
     runner = kubeflow_v2_dag_runner.KubeflowV2DagRunner(
         config=kubeflow_v2_dag_runner.KubeflowV2DagRunnerConfig(
             display_name=config.pipeline_name,

@@ -18,7 +18,7 @@ def beam_mode(config: PipelineConfig, data_root: Path) -> str:
     """in_memory for small data (no worker start-up), multi_process past the threshold."""
     if config.beam_mode != "auto":
         return config.beam_mode
-    if data.data_size_bytes(data_root) > MULTI_PROCESS_THRESHOLD_BYTES:
+    if data.data_size_bytes(data_root, config.spec) > MULTI_PROCESS_THRESHOLD_BYTES:
         return "multi_process"
     return "in_memory"
 

@@ -1,4 +1,4 @@
-"""Curated schemas kept in the repo, one per dataset (SchemaGen only proposes one)."""
+"""Curated schemas (one per dataset file, beside it) as ImportSchemaGen reads them."""
 
 from __future__ import annotations
 
@@ -7,12 +7,6 @@ import shutil
 from pathlib import Path
 
 from pipeline.atomic import atomic_path
-
-SCHEMA_DIR = Path(__file__).resolve().parent
-
-
-def schema_file(dataset: str) -> Path:
-    return SCHEMA_DIR / dataset / "schema.pbtxt"
 
 
 def content_addressed_copy(schema: Path, directory: Path) -> Path:

@@ -194,7 +194,13 @@ def _rest_handler(server: FakeTfServing):
             inputs = {key: tf.constant(np.array([row[key] for row in instances]), dtype=spec.dtype)
                       for key, spec in specs.items()}
             outputs = {key: value.numpy() for key, value in signature(**inputs).items()}
-            predictions = [{key: _json_value(value[i]) for key, value in outputs.items()} for i in range(len(instances))]
+            if len(outputs) == 1:
+                # TF Serving's row format omits the name of a signature's only output.
+                (only,) = outputs.values()
+                predictions = [_json_value(only[i]) for i in range(len(instances))]
+            else:
+                predictions = [{key: _json_value(value[i]) for key, value in outputs.items()}
+                               for i in range(len(instances))]
             self._reply(200, {"predictions": predictions})
 
     return Handler

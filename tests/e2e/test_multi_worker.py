@@ -24,7 +24,9 @@ WORKER_SCRIPT = textwrap.dedent(
     import numpy as np
     import tensorflow as tf
     import tensorflow_transform as tft
-    from trainer_module import features, hardware, model, signatures, train
+    from pipeline import datasets
+    from trainer_module import hardware, model, signatures, train
+    PENGUINS = datasets.load("penguins").feature_spec()
 
     transform_graph, export_dir = sys.argv[1], sys.argv[2]
     strategy = hardware.build_strategy("multi_worker")
@@ -36,13 +38,13 @@ WORKER_SCRIPT = textwrap.dedent(
     dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(32 * strategy.num_replicas_in_sync).repeat()
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
-    args = (features.PENGUINS, {"island": 3, "sex": 3}, 3, (16,), 0.05)
+    args = (PENGUINS, {"island": 3, "sex": 3}, 3, (16,), 0.05)
     with strategy.scope():
         trained = model.build_model(*args)
     trained.fit(dataset.with_options(options), steps_per_epoch=20, epochs=2, verbose=0)
     chief = hardware.is_chief(os.environ["TF_CONFIG"])
     with train.worker_dir(export_dir, chief) as target:
-        signatures.export(train.serving_copy(trained, args), tft.TFTransformOutput(transform_graph), features.PENGUINS, target)
+        signatures.export(train.serving_copy(trained, args), tft.TFTransformOutput(transform_graph), PENGUINS, target)
         written = os.path.exists(os.path.join(target, "saved_model.pb"))
     print(json.dumps({"chief": chief, "replicas": strategy.num_replicas_in_sync, "dir": target,
                       "written": written, "dir_exists_after": os.path.exists(target)}))

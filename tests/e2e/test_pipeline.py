@@ -4,6 +4,7 @@ copies of its workspace."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from ml_metadata.metadata_store import metadata_store
@@ -97,7 +98,8 @@ def test_summary_shows_every_component_and_the_metrics(first_run):
     for node in NODES - {"latest_blessed_model_resolver"}:
         assert node in first_run.output
     assert "sparse_categorical_accuracy" in first_run.output
-    assert "accuracy[island=Dream]" in first_run.output
+    assert "per slice (sparse_categorical_accuracy):" in first_run.output
+    assert re.search(r"^    island=Dream +[01]\.\d{4}$", first_run.output, re.MULTILINE)
 
 
 def test_second_run_reuses_the_cache_and_uses_the_first_model_as_baseline(tmp_path):

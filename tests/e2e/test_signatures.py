@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from trainer_module import features, signatures
+from pipeline import datasets
+from trainer_module import signatures
 
-SPEC = features.PENGUINS
+SPEC = datasets.load("penguins").feature_spec()
 
 pytestmark = pytest.mark.e2e
 

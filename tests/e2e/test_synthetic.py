@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 
 import numpy as np
 import pytest
@@ -36,7 +37,7 @@ def _first_rows(config: PipelineConfig, count: int) -> list[dict]:
 
 def test_run_pushes_a_model_and_reports_channel_slices(synthetic_run):
     result, config = synthetic_run
-    assert "accuracy[channel=web]" in result.output
+    assert re.search(r"^    channel=web +[01]\.\d{4}$", result.output, re.MULTILINE)
     assert "blessed: yes" in result.output
     manifest = json.loads((config.data_path.parent / f"rows-{ROWS}.json").read_text())
     assert manifest["rows"] == ROWS and 0.7 < manifest["bayes_accuracy"] < 0.9

@@ -1,0 +1,1 @@
+"""ExampleGen executor for Parquet files that keeps zeros (TFX's own drops them)."""

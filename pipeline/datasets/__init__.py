@@ -1,0 +1,289 @@
+"""Dataset files: a table described in TOML (where it is, its label and task, each column's
+role, the curated schema, slices, blessing thresholds, training defaults), validated on load.
+
+The built-in datasets (penguins, synthetic) are such files in this folder; `--dataset` takes
+a built-in's name or a file's path, and both take the same path through the code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import re
+from pathlib import Path
+from typing import Any
+
+import tomli
+
+from pipeline.errors import ConfigError
+from trainer_module import features
+from trainer_module.features import BINARY, MULTICLASS, REGRESSION, TASKS, Categorical, FeatureSpec
+
+BUILTIN_DIR = Path(__file__).resolve().parent
+# A dataset, pipeline or model name: it names folders, MLMD contexts and TF Serving models.
+NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,62}$")
+FORMATS = ("csv", "parquet")
+ROLES = ("numeric", "categorical", "ignore")
+# Where a built-in's rows come from when no data root is given (see pipeline/data.py).
+GENERATORS = ("penguins", "synthetic")
+# Blessing metrics and which way is better; a task's metrics are the ones TFMA computes for it.
+HIGHER_IS_BETTER = {"accuracy": True, "auc": True, "rmse": False, "mae": False}
+TASK_METRICS = {BINARY: ("accuracy", "auc"), MULTICLASS: ("accuracy",), REGRESSION: ("rmse", "mae")}
+# A regression has no task-wide bound (it is in the label's units): `init` writes the
+# label's standard deviation, the error of always predicting the mean.
+DEFAULT_BLESSING = {
+    BINARY: {"metric": "auc", "threshold": 0.6, "max_drop": 0.02},
+    MULTICLASS: {"metric": "accuracy", "threshold": 0.6, "max_drop": 0.02},
+    REGRESSION: {"metric": "rmse", "threshold": None, "max_drop": None},
+}
+DEFAULT_TRAINING = {"epochs": 20, "batch_size": 32, "learning_rate": 0.01, "hidden_units": [32, 16]}
+
+_TOP_KEYS = {"name", "data_root", "format", "label", "task", "classes", "schema", "slices",
+             "generate", "rows", "features", "blessing", "training"}
+_FEATURE_KEYS = {"role", "max_tokens", "frequency_threshold", "embedding_dim"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Feature:
+    name: str
+    role: str
+    max_tokens: int | None = None
+    frequency_threshold: int | None = None
+    embedding_dim: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Blessing:
+    metric: str
+    threshold: float | None  # a lower bound, or an upper one for an error metric
+    max_drop: float | None  # how much worse than the baseline a candidate may be; None: no check
+
+    @property
+    def higher_is_better(self) -> bool:
+        return HIGHER_IS_BETTER[self.metric]
+
+
+@dataclasses.dataclass(frozen=True)
+class Dataset:
+    name: str
+    path: Path  # the dataset file
+    data_root: Path | None  # None: a built-in generator writes the rows into the workspace
+    format: str
+    label: str
+    task: str
+    classes: int | None  # number of label values (classification)
+    schema: Path
+    slices: tuple[str, ...]
+    features: tuple[Feature, ...]
+    blessing: Blessing
+    training: dict[str, Any]
+    generate: str | None = None
+    rows: int | None = None  # synthetic rows by default
+
+    @property
+    def model_features(self) -> tuple[Feature, ...]:
+        return tuple(f for f in self.features if f.role != "ignore")
+
+    @property
+    def num_classes(self) -> int | None:
+        return 2 if self.task == BINARY else self.classes
+
+    def feature_spec(self) -> FeatureSpec:
+        return FeatureSpec(
+            dataset=self.name,
+            task=self.task,
+            label_key=self.label,
+            numeric_keys=tuple(f.name for f in self.features if f.role == "numeric"),
+            categoricals=tuple(
+                Categorical(f.name, f.max_tokens, f.frequency_threshold, f.embedding_dim)
+                for f in self.features if f.role == "categorical"
+            ),
+        )
+
+    def text(self) -> str:
+        return self.path.read_text()
+
+    def fingerprint(self) -> str:
+        """A hash of the file's bytes: what MLMD records to tell two versions apart."""
+        return hashlib.sha256(self.path.read_bytes()).hexdigest()[:16]
+
+
+def builtin_names() -> tuple[str, ...]:
+    return tuple(sorted(p.stem for p in BUILTIN_DIR.glob("*.toml")))
+
+
+def resolve(name_or_path: str) -> Path:
+    """A built-in's file for its name, else the path given (which must exist)."""
+    builtin = BUILTIN_DIR / f"{name_or_path}.toml"
+    if "/" not in name_or_path and not name_or_path.endswith(".toml") and builtin.is_file():
+        return builtin
+    path = Path(name_or_path).expanduser()
+    if not path.is_file():
+        raise ConfigError(
+            f"no dataset file {name_or_path!r}; give a built-in ({', '.join(builtin_names())}) or the "
+            "path of a dataset file (write one with `turbotfx init --data-root DIR --label COLUMN`)"
+        )
+    return path.resolve()
+
+
+def load(name_or_path: str) -> Dataset:
+    """The dataset file, validated: any error names the file, the key and the fix."""
+    path = resolve(name_or_path)
+    try:
+        raw = tomli.loads(path.read_text())
+    except tomli.TOMLDecodeError as err:
+        raise ConfigError(f"{path}: not valid TOML ({err}); fix the syntax") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not a text file; give a TOML dataset file") from None
+    return _Reader(path, raw).dataset()
+
+
+class _Reader:
+    """Reads one file's table, failing on the first problem with the file and key named."""
+
+    def __init__(self, path: Path, raw: dict[str, Any]) -> None:
+        self.path = path
+        self.raw = raw
+
+    def fail(self, key: str, problem: str, fix: str) -> ConfigError:
+        return ConfigError(f"{self.path}: {key}: {problem}; {fix}")
+
+    def unknown_keys(self, table: dict[str, Any], allowed: set[str], where: str) -> None:
+        unknown = sorted(set(table) - allowed)
+        if unknown:
+            raise self.fail(f"{where}{unknown[0]}", "unknown key",
+                            f"remove it or use one of: {', '.join(sorted(allowed))}")
+
+    def get(self, table: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str = "",
+            default: Any = ..., choices: tuple[str, ...] | None = None) -> Any:
+        if key not in table:
+            if default is ...:
+                raise self.fail(f"{where}{key}", "missing", f"add {key} = ...")
+            return default
+        value = table[key]
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        # TOML integers are fine where a float is wanted; booleans are not numbers here.
+        if isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds):
+            names = " or ".join("a number" if k is float else k.__name__ for k in kinds)
+            raise self.fail(f"{where}{key}", f"{value!r} is not {names}", f"write {key} as {names}")
+        if choices is not None and value not in choices:
+            raise self.fail(f"{where}{key}", f"{value!r} is not one of {', '.join(choices)}",
+                            f"choose one of: {', '.join(choices)}")
+        return value
+
+    def existing_path(self, key: str, text: str) -> Path:
+        path = (self.path.parent / Path(text).expanduser()).resolve()
+        if not path.exists():
+            raise self.fail(key, f"{path} does not exist",
+                            "fix the path (relative paths start at the dataset file's folder)")
+        return path
+
+    def dataset(self) -> Dataset:
+        raw = self.raw
+        self.unknown_keys(raw, _TOP_KEYS, "")
+        name = self.get(raw, "name", str)
+        if not NAME_RE.match(name):
+            raise self.fail("name", f"{name!r} is not a valid name",
+                            "use a letter followed by letters, digits, '-' or '_' (at most 63 characters)")
+        task = self.get(raw, "task", str, choices=TASKS)
+        label = self.get(raw, "label", str)
+        generate = self.get(raw, "generate", str, default=None, choices=GENERATORS)
+        data_root = raw.get("data_root")
+        if data_root is None and generate is None:
+            raise self.fail("data_root", "missing", "add data_root = \"DIR\" (the folder of your CSV or Parquet files)")
+        data_root = self.existing_path("data_root", self.get(raw, "data_root", str)) if data_root is not None else None
+        rows = self.get(raw, "rows", int, default=None)
+        if rows is not None and generate != "synthetic":
+            raise self.fail("rows", "only a generated synthetic dataset has a row count", "remove it")
+        features_table = self.get(raw, "features", dict)
+        feature_list = [self.feature(column, value) for column, value in features_table.items()]
+        if label in features_table:
+            raise self.fail(f"features.{label}", "the label is not a feature", "remove it from [features]")
+        if not any(f.role != "ignore" for f in feature_list):
+            raise self.fail("features", "no numeric or categorical feature",
+                            "give at least one column the role \"numeric\" or \"categorical\"")
+        self.distinct_identifiers([label, *(f.name for f in feature_list)])
+        classes = self.get(raw, "classes", int, default=None)
+        if task == MULTICLASS and (classes is None or classes < 3):
+            raise self.fail("classes", "a multiclass task needs the number of label values (3 or more)",
+                            "set classes = N, or task = \"binary\" for two")
+        slices = tuple(self.get(raw, "slices", list, default=[]))
+        for column in slices:
+            if not isinstance(column, str) or column not in features_table:
+                raise self.fail("slices", f"{column!r} is not a column under [features]",
+                                "slice by feature columns only")
+        return Dataset(
+            name=name,
+            path=self.path,
+            data_root=data_root,
+            format=self.get(raw, "format", str, default="csv", choices=FORMATS),
+            label=label,
+            task=task,
+            classes=classes if task == MULTICLASS else None,
+            schema=self.existing_path("schema", self.get(raw, "schema", str)),
+            slices=slices,
+            features=tuple(feature_list),
+            blessing=self.blessing(task),
+            training=self.training(),
+            generate=generate,
+            rows=rows,
+        )
+
+    def feature(self, column: str, value: Any) -> Feature:
+        where = f"features.{column}"
+        if isinstance(value, str):
+            value = {"role": value}
+        if not isinstance(value, dict):
+            raise self.fail(where, f"{value!r} is not a role", f"write \"{column}\" = \"numeric\", "
+                            "\"categorical\" or \"ignore\", or an inline table {role = ...}")
+        self.unknown_keys(value, _FEATURE_KEYS, f"{where}.")
+        role = self.get(value, "role", str, f"{where}.", choices=ROLES)
+        settings = {key: self.get(value, key, int, f"{where}.", default=None)
+                    for key in ("max_tokens", "frequency_threshold", "embedding_dim")}
+        for key, setting in settings.items():
+            if setting is not None and role != "categorical":
+                raise self.fail(f"{where}.{key}", "applies to categorical features only", "remove it")
+            if setting is not None and setting < 1:
+                raise self.fail(f"{where}.{key}", f"{setting} is not positive", "use a whole number of 1 or more")
+        return Feature(column, role, **settings)
+
+    def distinct_identifiers(self, columns: list[str]) -> None:
+        seen: dict[str, str] = {}
+        for column in columns:
+            name = features.identifier(column)
+            if name in seen:
+                raise self.fail(f"features.{column}", f"maps to the same TF name {name!r} as {seen[name]!r}",
+                                "rename one of the two columns in the data")
+            seen[name] = column
+
+    def blessing(self, task: str) -> Blessing:
+        table = self.get(self.raw, "blessing", dict, default={})
+        self.unknown_keys(table, {"metric", "threshold", "max_drop"}, "blessing.")
+        defaults = DEFAULT_BLESSING[task]
+        metric = self.get(table, "metric", str, "blessing.", default=defaults["metric"], choices=TASK_METRICS[task])
+        metric_default = DEFAULT_BLESSING[task] if metric == defaults["metric"] else {"threshold": None}
+        threshold = self.get(table, "threshold", (int, float), "blessing.", default=metric_default["threshold"])
+        max_drop = self.get(table, "max_drop", (int, float), "blessing.", default=defaults["max_drop"])
+        if HIGHER_IS_BETTER[metric] and threshold is not None and not 0 <= threshold <= 1:
+            raise self.fail("blessing.threshold", f"{threshold} is outside [0, 1]", f"give {metric} as a fraction")
+        if threshold is None and max_drop is None:
+            raise self.fail("blessing.threshold", f"no bound on {metric} to bless against",
+                            "set threshold (the largest error a model may have), e.g. the label's standard deviation")
+        if max_drop is not None and max_drop < 0:
+            raise self.fail("blessing.max_drop", f"{max_drop} is negative", "use 0 or more")
+        return Blessing(metric, None if threshold is None else float(threshold),
+                        None if max_drop is None else float(max_drop))
+
+    def training(self) -> dict[str, Any]:
+        table = self.get(self.raw, "training", dict, default={})
+        self.unknown_keys(table, set(DEFAULT_TRAINING), "training.")
+        training = dict(DEFAULT_TRAINING)
+        for key, default in DEFAULT_TRAINING.items():
+            kind = (int, float) if isinstance(default, float) else type(default)
+            training[key] = self.get(table, key, kind, "training.", default=default)
+        if not all(isinstance(u, int) and not isinstance(u, bool) for u in training["hidden_units"]):
+            raise self.fail("training.hidden_units", f"{training['hidden_units']!r} is not a list of whole numbers",
+                            "write e.g. hidden_units = [32, 16]")
+        training["hidden_units"] = tuple(training["hidden_units"])
+        training["learning_rate"] = float(training["learning_rate"])
+        return training

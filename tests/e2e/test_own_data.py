@@ -1,0 +1,178 @@
+"""A user's own table, no code edited: `turbotfx init` then `turbotfx run --dataset FILE`, for
+a binary label in CSV and a regression label in Parquet, each with awkward column names, an
+ID column, a constant column, an integer categorical, a string categorical and missing
+values. Predictions are checked through serving_default with tf.Examples built here from
+the data rows, not with the project's client."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import tensorflow as tf
+
+from serving.client import ServingClient
+from tests.conftest import turbotfx
+from tests.doubles.tf_serving import FakeTfServing
+
+pytestmark = pytest.mark.e2e
+
+ROWS = 500
+# Columns as people name them: a space, a slash, parentheses, a dot, mixed case.
+ID, CHARGES, TENURE, PLAN, SEATS, REGION = ("customer id", "Monthly Charges", "tenure (months)",
+                                            "plan/type", "Seats", "region")
+CHURNED, SPEND = "churned", "annual spend.usd"
+
+
+def customers(seed: int) -> pd.DataFrame:
+    """Customers whose churn and spend follow known rules (little noise: learnable in a few
+    epochs)."""
+    rng = np.random.default_rng(seed)
+    tenure = rng.integers(0, 73, ROWS)
+    charges = np.round(rng.normal(70, 20, ROWS), 2)
+    plan = rng.choice(["basic", "plus", "pro"], ROWS)
+    seats = rng.choice([1, 2, 5], ROWS)
+    churn_score = (charges - 70) / 20 - (tenure - 36) / 18 + np.where(plan == "basic", 1.0, -0.5)
+    frame = pd.DataFrame({
+        ID: [f"C{i:05d}" for i in range(ROWS)],
+        CHARGES: charges,
+        TENURE: tenure,
+        PLAN: plan,
+        SEATS: seats,
+        REGION: "EU",
+        CHURNED: np.where(churn_score + rng.normal(0, 0.3, ROWS) > 0, "yes", "no"),
+        SPEND: np.round(12 * charges + 20 * tenure + 300 * seats + rng.normal(0, 40, ROWS), 2),
+    })
+    missing = rng.random(ROWS) < 0.04
+    frame.loc[missing, CHARGES] = np.nan
+    frame.loc[rng.random(ROWS) < 0.04, PLAN] = None
+    return frame
+
+
+def example(row: pd.Series, types: dict[str, str]) -> bytes:
+    """A tf.Example typed as ExampleGen parses the data: integers int64, decimals float,
+    text bytes; a missing value is an absent feature."""
+    features = {}
+    for name, kind in types.items():
+        value = row[name]
+        if value is None or (isinstance(value, float) and np.isnan(value)):
+            continue
+        if kind == "int":
+            features[name] = tf.train.Feature(int64_list=tf.train.Int64List(value=[int(value)]))
+        elif kind == "float":
+            features[name] = tf.train.Feature(float_list=tf.train.FloatList(value=[float(value)]))
+        else:
+            features[name] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[str(value).encode()]))
+    return tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString()
+
+
+FEATURE_TYPES = {ID: "bytes", CHARGES: "float", TENURE: "int", PLAN: "bytes", SEATS: "int", REGION: "bytes"}
+
+
+def init_and_run(tmp_path: Path, frame: pd.DataFrame, label: str, fmt: str) -> tuple[Path, Path, str]:
+    """`turbotfx init` on the table, then `turbotfx run` on the file it wrote; returns the
+    dataset file, the pushed model and init's output."""
+    data_root = tmp_path / "data"
+    data_root.mkdir()
+    table = frame.drop(columns=[CHURNED if label == SPEND else SPEND])
+    if fmt == "csv":
+        table.to_csv(data_root / "part-0.csv", index=False)
+    else:
+        table.to_parquet(data_root / "part-0.parquet", index=False)
+    home = tmp_path / "ws"
+    dataset_file = tmp_path / "mine.toml"
+    init = turbotfx("init", "--data-root", str(data_root), "--label", label, "--output", str(dataset_file),
+                    home=home)
+    assert init.exit_code == 0, init.output
+    run = turbotfx("run", "--dataset", str(dataset_file), "--epochs", "20", home=home)
+    assert run.exit_code == 0, run.output
+    assert "blessed: yes" in run.output, run.output
+    pushed = [line.split("pushed: ", 1)[1] for line in run.output.splitlines() if line.startswith("pushed: /")]
+    assert pushed, run.output
+    return dataset_file, Path(pushed[0]), init.output
+
+
+def serving_default(model_dir: Path, frame: pd.DataFrame) -> dict[str, np.ndarray]:
+    signature = tf.saved_model.load(str(model_dir)).signatures["serving_default"]
+    examples = [example(row, FEATURE_TYPES) for _, row in frame.iterrows()]
+    return {key: value.numpy() for key, value in signature(examples=tf.constant(examples)).items()}
+
+
+def test_binary_csv_table(tmp_path):
+    frame = customers(seed=1)
+    dataset_file, model_dir, init_output = init_and_run(tmp_path, frame, CHURNED, "csv")
+    # init said what it decided and why, column by column.
+    assert "binary" in init_output
+    for column in (ID, REGION, PLAN, SEATS, CHARGES, TENURE):
+        assert column in init_output
+
+    outputs = serving_default(model_dir, frame)
+    assert outputs["probabilities"].dtype == np.float32 and outputs["probabilities"].shape == (ROWS, 2)
+    labels = np.array([label.decode() for label in outputs["label"]])
+    assert set(labels) <= {"yes", "no"}
+    # Rows of each class are mostly predicted as that class (a constant model fails one).
+    for cls in ("yes", "no"):
+        rows = frame[CHURNED].to_numpy() == cls
+        assert (labels[rows] == cls).mean() > 0.7, cls
+
+    # serving_raw takes the features by their TF identifiers (a signature argument cannot
+    # hold a space); integers as floats, NaN or "" where missing.
+    raw = tf.saved_model.load(str(model_dir)).signatures["serving_raw"]
+    first = frame.iloc[:5]
+    raw_out = raw(**{
+        "Monthly_Charges": tf.constant(first[CHARGES].astype("float32").to_numpy()),
+        "tenure_months": tf.constant(first[TENURE].astype("float32").to_numpy()),
+        "plan_type": tf.constant(first[PLAN].fillna("").astype(str).to_numpy()),
+        "Seats": tf.constant(first[SEATS].astype("float32").to_numpy()),
+    })
+    np.testing.assert_allclose(raw_out["probabilities"].numpy(), outputs["probabilities"][:5], atol=1e-5)
+
+    # `turbotfx predict` takes the original column names.
+    predicted = turbotfx("predict", "--dataset", str(dataset_file), "--format", "json", "--json",
+                         json.dumps({CHARGES: 95.0, TENURE: 2, PLAN: "basic", SEATS: 1}), home=tmp_path / "ws")
+    assert predicted.exit_code == 0, predicted.output
+    assert json.loads(predicted.stdout)["predictions"][0]["label"] == "yes"
+
+    # Lineage names the dataset file; a changed file shows in diff.
+    lineage = turbotfx("lineage", "--latest", "--format", "json", home=tmp_path / "ws")
+    assert lineage.exit_code == 0, lineage.output
+    recorded = json.loads(lineage.stdout)["dataset"]
+    assert recorded["file"] == str(dataset_file) and recorded["task"] == "binary"
+    dataset_file.write_text(dataset_file.read_text().replace("epochs = 20", "epochs = 21"))
+    assert "epochs = 21" in dataset_file.read_text()
+    rerun = turbotfx("run", "--dataset", str(dataset_file), "--epochs", "20", home=tmp_path / "ws")
+    assert rerun.exit_code == 0, rerun.output
+    runs = json.loads(turbotfx("runs", "--format", "json", home=tmp_path / "ws").stdout)
+    newer, older = runs[0]["model_id"], runs[1]["model_id"]
+    assert runs[0]["metric"] == "auc[classId:1]"  # the binary task's blessing metric
+    diff = turbotfx("diff", str(older), str(newer), "--format", "json", home=tmp_path / "ws")
+    assert diff.exit_code == 0, diff.output
+    assert set(json.loads(diff.stdout)["dataset"]) == {"fingerprint"}
+
+
+def test_regression_parquet_table(tmp_path):
+    frame = customers(seed=2)
+    dataset_file, model_dir, init_output = init_and_run(tmp_path, frame, SPEND, "parquet")
+    assert "regression" in init_output
+
+    outputs = serving_default(model_dir, frame)
+    assert set(outputs) == {"prediction"}
+    prediction = outputs["prediction"]
+    assert prediction.dtype == np.float32 and prediction.shape == (ROWS,)
+    truth = frame[SPEND].to_numpy()
+    rmse = float(np.sqrt(np.mean((prediction - truth) ** 2)))
+    # Far better than predicting the mean (whose error is the standard deviation).
+    assert rmse < 0.5 * truth.std(), (rmse, truth.std())
+
+    # The client takes the original column names over gRPC (serving_default) and REST
+    # (serving_raw, whose arguments are TF identifiers); both give the in-process values.
+    rows = [{CHARGES: None if np.isnan(r[CHARGES]) else float(r[CHARGES]), TENURE: int(r[TENURE]),
+             PLAN: r[PLAN], SEATS: int(r[SEATS])} for _, r in frame.iloc[:4].iterrows()]
+    with FakeTfServing("mine", {1: str(model_dir)}) as server:
+        for where in ({"grpc_target": server.grpc_target}, {"rest_url": server.rest_url}):
+            client = ServingClient(**where, model_name="mine", dataset=str(dataset_file), backoff_s=0.01)
+            values = [p.value for p in client.predict(rows)]
+            np.testing.assert_allclose(values, prediction[:4], rtol=1e-4, err_msg=str(where))

@@ -1,0 +1,303 @@
+"""The checks made on a user's table before TFX sees it (pipeline/tables.py): each bad input
+fails with one line that names the file or column, the cause and the fix."""
+
+from __future__ import annotations
+
+import csv
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from pipeline import tables
+from pipeline.errors import ConfigError
+
+ROWS = 40
+
+
+def _write_csv(path, header, rows=()):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(header)
+        writer.writerows(rows)
+    return path
+
+
+def _frame(rows=ROWS):
+    """A small valid table: a binary text label, a number, a text feature."""
+    return pd.DataFrame({
+        "label": ["yes", "no"] * (rows // 2),
+        "x": np.linspace(0.5, 20.0, rows),
+        "color": ["red", "green", "blue", "red"] * (rows // 4),
+    })
+
+
+def _csv_root(tmp_path, frame, name="a.csv"):
+    root = tmp_path / "data"
+    root.mkdir(exist_ok=True)
+    frame.to_csv(root / name, index=False)
+    return root
+
+
+def _parquet_root(tmp_path, frame, name="a.parquet"):
+    root = tmp_path / "data"
+    root.mkdir(exist_ok=True)
+    frame.to_parquet(root / name, index=False)
+    return root
+
+
+def _error(root, fmt="csv", label="label", task=None, feature_columns=()):
+    with pytest.raises(ConfigError) as err:
+        tables.check_data(root, fmt, label, task, list(feature_columns))
+    message = str(err.value)
+    assert "\n" not in message, "one line"
+    return message
+
+
+# --- good tables -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_a_good_table_passes_for_its_task(tmp_path, fmt):
+    root = (_csv_root if fmt == "csv" else _parquet_root)(tmp_path, _frame())
+    for task in (None, "binary"):
+        assert tables.check_data(root, fmt, "label", task, ["x", "color"]) is None
+
+
+def test_several_files_with_the_same_header_pass(tmp_path):
+    root = _csv_root(tmp_path, _frame(), "a.csv")
+    _csv_root(tmp_path, _frame(), "b.csv")
+    tables.check_data(root, "csv", "label", "binary", ["x"])
+    assert tables.read_label(root, "csv", "label").rows == 2 * ROWS
+
+
+def test_the_label_is_read_as_example_gen_reads_it(tmp_path):
+    frame = _frame().assign(code=[1, 2, 3, 4] * (ROWS // 4), score=[0.5, float("nan")] * (ROWS // 2),
+                            text_nan=["nan", "x"] * (ROWS // 2))
+    root = _csv_root(tmp_path, frame)
+    code = tables.read_label(root, "csv", "code")
+    assert (code.type, code.classes, code.missing, code.rows) == ("INT", (1, 2, 3, 4), 0, ROWS)
+    # An empty cell is missing; "nan" is missing in a number column but a class among text.
+    score = tables.read_label(root, "csv", "score")
+    assert (score.type, score.classes, score.missing) == ("FLOAT", (0.5,), ROWS // 2)
+    text = tables.read_label(root, "csv", "text_nan")
+    assert (text.type, text.classes, text.missing) == ("BYTES", ("nan", "x"), 0)
+
+
+def test_parquet_label_types(tmp_path):
+    frame = _frame().assign(flag=[True, False] * (ROWS // 2), small=np.arange(ROWS, dtype=np.int16) % 3,
+                            cat=pd.Categorical(["u", "v"] * (ROWS // 2)))
+    root = _parquet_root(tmp_path, frame)
+    assert tables.read_label(root, "parquet", "flag").type == "INT"
+    assert tables.read_label(root, "parquet", "small").classes == (0, 1, 2)
+    cat = tables.read_label(root, "parquet", "cat")
+    assert (cat.type, cat.classes) == ("BYTES", ("u", "v"))
+
+
+@pytest.mark.parametrize("cell", [" 7", "+3", "1_000", "-0", "1e3", "nan", "inf", "Infinity", "1.", ".5",
+                                  "9223372036854775807", "9223372036854775808", "-9223372036854775808",
+                                  "0x10", "abc", "1,5", " ", "\u0665", ""])
+def test_cell_types_are_the_csv_decoders(cell):
+    from tfx_bsl.coders import csv_decoder
+
+    expected = {csv_decoder.ColumnType.INT: "INT", csv_decoder.ColumnType.FLOAT: "FLOAT",
+                csv_decoder.ColumnType.STRING: "BYTES", csv_decoder.ColumnType.UNKNOWN: None}
+    assert tables.cell_type(cell) == expected[csv_decoder._InferValueType(cell.encode())]
+
+
+def test_detect_format(tmp_path):
+    root = _csv_root(tmp_path, _frame())
+    assert tables.detect_format(root) == "csv"
+    _parquet_root(tmp_path, _frame())
+    with pytest.raises(ConfigError, match="holds both .csv and .parquet files"):
+        tables.detect_format(root)
+    (root / "a.csv").unlink()
+    assert tables.detect_format(root) == "parquet"
+    (root / "a.parquet").unlink()
+    with pytest.raises(ConfigError, match="holds no .csv or .parquet file"):
+        tables.detect_format(root)
+
+
+def test_data_size_counts_only_the_formats_files(tmp_path):
+    root = _csv_root(tmp_path, _frame())
+    (root / "notes.txt").write_text("x" * 1000)
+    assert tables.data_size_bytes(root, "csv") == (root / "a.csv").stat().st_size
+    assert tables.data_size_bytes(root, "parquet") == 0
+
+
+# --- bad tables --------------------------------------------------------------------------
+
+def test_missing_data_root(tmp_path):
+    message = _error(tmp_path / "nope")
+    assert f"data root {tmp_path / 'nope'} does not exist" in message and "--data-root" in message
+
+
+@pytest.mark.parametrize("fmt, suffix", [("csv", ".csv"), ("parquet", ".parquet")])
+def test_data_root_without_files_of_the_format(tmp_path, fmt, suffix):
+    (tmp_path / "notes.txt").write_text("hello")
+    (tmp_path / ("a.parquet" if fmt == "csv" else "a.csv")).write_text("x\n1\n")
+    assert f"holds no {suffix} file" in _error(tmp_path, fmt)
+
+
+def test_empty_csv(tmp_path):
+    _csv_root(tmp_path, _frame())
+    (tmp_path / "data" / "b.csv").write_text("")
+    message = _error(tmp_path / "data")
+    assert f"{tmp_path / 'data' / 'b.csv'} is empty" in message
+
+
+def test_header_only_csv(tmp_path):
+    root = _csv_root(tmp_path, _frame())
+    (root / "b.csv").write_text("label,x,color\n\n")
+    assert f"{root / 'b.csv'} has a header but no rows" in _error(root)
+
+
+def test_parquet_without_rows(tmp_path):
+    root = _parquet_root(tmp_path, _frame().iloc[:0])
+    assert f"{root / 'a.parquet'} has no rows" in _error(root, "parquet")
+
+
+def test_duplicate_column_names_in_csv(tmp_path):
+    root = tmp_path / "data"
+    _write_csv(root / "a.csv", ["label", "x", "x"], [["yes", 1, 2], ["no", 3, 4]] * 20)
+    message = _error(root)
+    assert f"{root / 'a.csv'} has two columns named 'x'" in message and "rename" in message
+
+
+def test_duplicate_column_names_in_parquet(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    root = tmp_path / "data"
+    root.mkdir()
+    pq.write_table(pa.table([pa.array(["yes", "no"] * 20), pa.array(range(40)), pa.array(range(40))],
+                            names=["label", "x", "x"]), root / "a.parquet")
+    assert "has two columns named 'x'" in _error(root, "parquet")
+
+
+def test_csv_files_with_different_headers(tmp_path):
+    root = _csv_root(tmp_path, _frame(), "a.csv")
+    _csv_root(tmp_path, _frame()[["color", "x", "label"]], "b.csv")
+    message = _error(root)
+    assert str(root / "a.csv") in message and str(root / "b.csv") in message
+    assert "same header" in message
+
+
+def test_parquet_files_with_different_columns(tmp_path):
+    root = _parquet_root(tmp_path, _frame(), "a.parquet")
+    _parquet_root(tmp_path, _frame().drop(columns=["color"]), "b.parquet")
+    message = _error(root, "parquet")
+    assert str(root / "a.parquet") in message and str(root / "b.parquet") in message
+
+
+def test_parquet_files_with_different_types_for_a_column(tmp_path):
+    root = _parquet_root(tmp_path, _frame(), "a.parquet")
+    _parquet_root(tmp_path, _frame().assign(x=["1"] * ROWS), "b.parquet")
+    message = _error(root, "parquet")
+    assert "column 'x' holds BYTES values" in message and "one type" in message
+
+
+def test_parquet_column_example_gen_cannot_write(tmp_path):
+    root = _parquet_root(tmp_path, _frame().assign(when=pd.Timestamp("2024-01-01")))
+    message = _error(root, "parquet")
+    assert "column 'when' is timestamp" in message and "astype(str)" in message
+
+
+def test_csv_row_with_too_many_cells(tmp_path):
+    root = tmp_path / "data"
+    _write_csv(root / "a.csv", ["label", "x"], [["yes", 1], ["no", 2, 3]] + [["yes", 1]] * 30)
+    message = _error(root)
+    assert f"{root / 'a.csv'} is not a well-formed CSV file" in message and "as many cells" in message
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_label_column_absent(tmp_path, fmt):
+    root = (_csv_root if fmt == "csv" else _parquet_root)(tmp_path, _frame())
+    message = _error(root, fmt, label="species")
+    assert "no label column 'species'" in message and "label, x, color" in message
+
+
+def test_feature_column_absent(tmp_path):
+    root = _csv_root(tmp_path, _frame())
+    message = _error(root, feature_columns=["x", "island"])
+    assert "no column 'island'" in message and "[features]" in message
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_label_with_a_single_class(tmp_path, fmt):
+    root = (_csv_root if fmt == "csv" else _parquet_root)(tmp_path, _frame().assign(label="yes"))
+    message = _error(root, fmt)
+    assert "label column 'label' has a single value ('yes')" in message and f"all {ROWS} rows" in message
+
+
+def test_regression_label_with_text(tmp_path):
+    values = [str(v) for v in np.linspace(1.0, 9.0, ROWS)]
+    values[7] = "n/a"
+    root = _csv_root(tmp_path, _frame().assign(price=values))
+    tables.check_data(root, "csv", "price", None, [])  # any task: text classes are fine
+    message = _error(root, label="price", task="regression")
+    assert "label column 'price' holds text (e.g. 'n/a')" in message
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_rows_with_an_empty_label(tmp_path, fmt):
+    frame = _frame()
+    frame.loc[[3, 8, 9], "label"] = None
+    root = (_csv_root if fmt == "csv" else _parquet_root)(tmp_path, frame)
+    message = _error(root, fmt, task="binary")
+    assert f"3 of {ROWS} rows" in message and "empty label 'label'" in message
+    assert "df.dropna(subset=['label'])" in message
+
+
+def test_empty_strings_and_nan_in_a_parquet_label_are_empty(tmp_path):
+    root = _parquet_root(tmp_path, _frame().assign(label=["yes", "no", ""] + ["yes"] * (ROWS - 3),
+                                                   y=[1.5, float("nan")] + [2.5] * (ROWS - 2)))
+    assert f"1 of {ROWS} rows" in _error(root, "parquet")
+    assert f"1 of {ROWS} rows" in _error(root, "parquet", label="y")
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_too_few_rows(tmp_path, fmt):
+    rows = tables.MIN_ROWS - 1
+    frame = pd.DataFrame({"label": (["yes", "no"] * rows)[:rows], "x": range(rows)})
+    root = (_csv_root if fmt == "csv" else _parquet_root)(tmp_path, frame)
+    message = _error(root, fmt)
+    assert f"holds {rows} rows" in message and f"at least {tables.MIN_ROWS}" in message
+
+
+def test_binary_task_on_three_classes(tmp_path):
+    root = _csv_root(tmp_path, _frame().assign(label=["a", "b", "c", "a"] * (ROWS // 4)))
+    message = _error(root, task="binary")
+    assert "has 3 values ('a', 'b', 'c') but the task is binary" in message and "classes = 3" in message
+
+
+def test_multiclass_task_on_two_classes(tmp_path):
+    root = _csv_root(tmp_path, _frame())
+    assert "the task is multiclass; use task binary" in _error(root, task="multiclass")
+
+
+def test_classification_on_decimals(tmp_path):
+    root = _csv_root(tmp_path, _frame())
+    assert "label column 'x' holds decimals" in _error(root, label="x", task="multiclass")
+
+
+def test_too_many_classes(tmp_path):
+    rows = 2 * (tables.MAX_CLASSES + 1)
+    root = _csv_root(tmp_path, pd.DataFrame({"label": [f"c{i // 2}" for i in range(rows)], "x": range(rows)}))
+    message = _error(root, task="multiclass")
+    assert f"{tables.MAX_CLASSES + 1} distinct values" in message
+
+
+def test_csv_with_an_unnamed_column(tmp_path):
+    root = tmp_path / "data"
+    root.mkdir()
+    _frame().to_csv(root / "a.csv")  # the index, written without a name
+    message = _error(root)
+    assert f"{root / 'a.csv'}: column 1 has no name" in message and "index=False" in message
+
+
+def test_csv_starting_with_a_blank_line(tmp_path):
+    root = tmp_path / "data"
+    root.mkdir()
+    (root / "a.csv").write_text("\nlabel,x\n" + "yes,1\nno,2\n" * 20)
+    assert f"{root / 'a.csv'} is empty (or its first line is)" in _error(root)
