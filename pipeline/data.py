@@ -9,6 +9,8 @@ from pipeline import synthetic, tables
 from pipeline.atomic import atomic_path
 from pipeline.config import PipelineConfig
 from pipeline.datasets import Dataset
+from pipeline.errors import ConfigError
+from trainer_module.features import MULTICLASS
 
 PENGUINS_FILE = "penguins.csv"
 
@@ -32,6 +34,13 @@ def check_data_root(root: Path, spec: Dataset) -> Path:
     """Fails with one line naming the cause and the fix unless root holds data the dataset
     file describes: ExampleGen would otherwise fail deep inside Beam, or train on rubbish."""
     tables.check_data(root, spec.format, spec.label, spec.task, [f.name for f in spec.features])
+    if spec.task == MULTICLASS:
+        # TFMA reports precision and recall for `classes` class ids: a count that disagrees
+        # with the data would leave classes out or report ones that do not exist.
+        count = len(tables.read_label(root, spec.format, spec.label).classes)
+        if count != spec.classes:
+            raise ConfigError(f"{spec.path}: classes: {spec.classes}, but label {spec.label!r} has {count} "
+                              f"values in {root}; set classes = {count}")
     return root
 
 

@@ -1,7 +1,10 @@
 import csv
 
+import pytest
+
 from pipeline import data, datasets
 from pipeline.config import PipelineConfig
+from pipeline.errors import ConfigError
 
 
 def test_penguins_csv_keeps_categoricals_and_missing_values(tmp_path):
@@ -27,3 +30,15 @@ def test_prepare_data_writes_the_embedded_dataset_once(tmp_path):
     mtime = csv_file.stat().st_mtime_ns
     assert data.prepare_data(config) == root
     assert csv_file.stat().st_mtime_ns == mtime
+
+
+def test_a_multiclass_file_whose_class_count_disagrees_with_the_data(tmp_path):
+    root = tmp_path / "data"
+    data.write_penguins_csv(root / "penguins.csv", datasets.load("penguins"))
+    with open(root / "penguins.csv") as handle:
+        lines = handle.read().splitlines()
+    # A fourth species in the data; the built-in file says three.
+    extra = [line.replace("Adelie", "Emperor", 1) for line in lines[1:30] if line.startswith("Adelie")]
+    (root / "penguins.csv").write_text("\n".join(lines + extra) + "\n")
+    with pytest.raises(ConfigError, match="classes: 3, but label 'species' has 4 values .*; set classes = 4"):
+        data.check_data_root(root, datasets.load("penguins"))

@@ -11,7 +11,8 @@ EPOCHS_KEY = "epochs"
 # The custom_config entry of Transform and the Trainer with a hash of the trainer_module
 # sources each runs: part of the cache key, not a hyperparameter.
 CODE_FINGERPRINT_KEY = "code_fingerprint"
-# Trainer custom_config entries naming the dataset file a model was trained from and a
-# hash of its content: lineage shows the file, diff shows when it changed.
+# Trainer custom_config entries naming the dataset file a model was trained from, its
+# content and a hash of it: lineage shows the file, diff shows when it changed.
 DATASET_FILE_KEY = "dataset_file"
+DATASET_TEXT_KEY = "dataset_file_text"
 DATASET_FINGERPRINT_KEY = "dataset_fingerprint"

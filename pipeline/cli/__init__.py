@@ -4,7 +4,8 @@ only part of turbotfx that prints.
   main        the top-level parser and dispatch
   args        flags several commands share, and the config, workspace and store they name
   console     the quiet console (library output to the log file)
-  run         `run`                      deploy      `compile`, `submit`
+  init        `init`                     run         `run`
+  deploy      `compile`, `submit`
   provenance  `lineage`, `runs`, `diff`  serve       `serving ...`, `predict`
   schema      `schema infer`
 

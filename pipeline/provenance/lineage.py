@@ -361,17 +361,19 @@ def _baseline_id(blessing: mlmd_pb.Artifact | None, baseline: mlmd_pb.Artifact |
 
 
 # Trainer custom_config entries that describe the data (see dataset_of), not the training.
-_DATASET_ENTRIES = (FEATURES_KEY, trainer_keys.DATASET_FILE_KEY, trainer_keys.DATASET_FINGERPRINT_KEY)
+_DATASET_ENTRIES = (FEATURES_KEY, trainer_keys.DATASET_FILE_KEY, trainer_keys.DATASET_TEXT_KEY,
+                    trainer_keys.DATASET_FINGERPRINT_KEY)
 
 
 def dataset_of(trainer: mlmd_pb.Execution) -> dict[str, Any]:
-    """The dataset file a model was trained from: its path and content hash, the name, task,
-    label and features it declared."""
+    """The dataset file a model was trained from: its path, content and content hash, the
+    name, task, label and features it declared."""
     config = _json_property(trainer, "custom_config")
     features = config.get(FEATURES_KEY) or {}
     return {
         "file": config.get(trainer_keys.DATASET_FILE_KEY),
         "fingerprint": config.get(trainer_keys.DATASET_FINGERPRINT_KEY),
+        "text": config.get(trainer_keys.DATASET_TEXT_KEY),
         "name": features.get("dataset"),
         "task": features.get("task"),
         "label": features.get("label"),

@@ -141,6 +141,7 @@ def test_binary_csv_table(tmp_path):
     assert lineage.exit_code == 0, lineage.output
     recorded = json.loads(lineage.stdout)["dataset"]
     assert recorded["file"] == str(dataset_file) and recorded["task"] == "binary"
+    assert recorded["text"] == dataset_file.read_text()
     dataset_file.write_text(dataset_file.read_text().replace("epochs = 20", "epochs = 21"))
     assert "epochs = 21" in dataset_file.read_text()
     rerun = turbotfx("run", "--dataset", str(dataset_file), "--epochs", "20", home=tmp_path / "ws")
