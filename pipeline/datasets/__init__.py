@@ -41,6 +41,8 @@ DEFAULT_TRAINING = {"epochs": 20, "batch_size": 32, "learning_rate": 0.01, "hidd
 _TOP_KEYS = {"name", "data_root", "format", "label", "task", "classes", "schema", "slices",
              "generate", "rows", "features", "blessing", "training"}
 _FEATURE_KEYS = {"role", "max_tokens", "frequency_threshold", "embedding_dim"}
+_KIND_NAMES = {int: "a whole number", float: "a number", str: "a quoted string", list: "a list [...]",
+               dict: "a table"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -164,7 +166,7 @@ class _Reader:
         kinds = kind if isinstance(kind, tuple) else (kind,)
         # TOML integers are fine where a float is wanted; booleans are not numbers here.
         if isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds):
-            names = " or ".join("a number" if k is float else k.__name__ for k in kinds)
+            names = " or ".join(_KIND_NAMES[k] for k in kinds if k in _KIND_NAMES)
             raise self.fail(f"{where}{key}", f"{value!r} is not {names}", f"write {key} as {names}")
         if choices is not None and value not in choices:
             raise self.fail(f"{where}{key}", f"{value!r} is not one of {', '.join(choices)}",
