@@ -20,7 +20,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                         "text: a readable tree; json: every field; dot: a Graphviz graph (default: text)")
     lineage.set_defaults(handler=handle)
 
-    runs = commands.add_parser("runs", help="list pipeline runs: status, duration, accuracy, blessing, push")
+    runs = commands.add_parser("runs", help="list pipeline runs: status, duration, blessing metric, blessing, push")
     cli_args.add_store_args(runs)
     runs.add_argument("--pipeline-name", help="only this pipeline's runs (default: all)")
     runs.add_argument("--limit", type=int, default=20, help="newest runs to show, 0 for all (default: 20)")
