@@ -19,6 +19,10 @@ def atomic_path(target: Path) -> Iterator[str]:
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.stem}-", suffix=".tmp")
     os.close(fd)
+    # mkstemp makes the file private to its owner; the target gets what a plain write would.
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)
     try:
         yield tmp
         os.replace(tmp, target)

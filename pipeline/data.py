@@ -33,7 +33,11 @@ def prepare_data(config: PipelineConfig) -> Path:
 def check_data_root(root: Path, spec: Dataset) -> Path:
     """Fails with one line naming the cause and the fix unless root holds data the dataset
     file describes: ExampleGen would otherwise fail deep inside Beam, or train on rubbish."""
-    tables.check_data(root, spec.format, spec.label, spec.task, [f.name for f in spec.features])
+    try:
+        tables.check_data(root, spec.format, spec.label, spec.task, [f.name for f in spec.features])
+    except ConfigError as err:
+        # The data and the dataset file disagree: say which file described it.
+        raise ConfigError(f"{err} (dataset file: {spec.path})") from None
     if spec.task == MULTICLASS:
         # TFMA reports precision and recall for `classes` class ids: a count that disagrees
         # with the data would leave classes out or report ones that do not exist.

@@ -37,7 +37,7 @@ from components.reporting_trainer import executor as reporting_trainer
 from components.reporting_trainer import keys as trainer_keys
 from components.serving_check.component import ServingCheck
 from pipeline import deployment as deployment_lib
-from pipeline import vertex
+from pipeline import tables, vertex
 from pipeline.config import PipelineConfig
 from pipeline.deployment import Deployment, Setting
 from pipeline.errors import ConfigError
@@ -236,14 +236,21 @@ def code_fingerprint(sources: tuple[str, ...] | None = None) -> str:
 
 def example_gen_for(fmt: str, data_root: Setting, output_config: example_gen_pb2.Output):
     """CSV through CsvExampleGen; Parquet through FileBasedExampleGen with our executor (TFX's
-    own turns zeros into missing values: see components/parquet_example_gen)."""
+    own turns zeros into missing values: see components/parquet_example_gen).
+
+    Only the format's files are read (TFX's default pattern, '*', would take a dataset file
+    kept beside the data, a .DS_Store or a subfolder too), as pipeline/tables.py checks them.
+    """
+    input_config = example_gen_pb2.Input(splits=[
+        example_gen_pb2.Input.Split(name="single_split", pattern=f"*{tables.SUFFIXES[fmt]}")])
     if fmt == "parquet":
         return FileBasedExampleGen(
             input_base=data_root,
+            input_config=input_config,
             output_config=output_config,
             custom_executor_spec=executor_spec.BeamExecutorSpec(parquet_executor.Executor),
         )
-    return CsvExampleGen(input_base=data_root, output_config=output_config)
+    return CsvExampleGen(input_base=data_root, input_config=input_config, output_config=output_config)
 
 
 def eval_config(config: PipelineConfig) -> tfma.EvalConfig:

@@ -124,7 +124,8 @@ def columns_of(path: Path, fmt: str) -> list[str]:
 
 
 def _csv_header(path: Path) -> list[str]:
-    with open(path, newline="", encoding="utf-8", errors="replace") as handle:
+    _check_utf8(path)
+    with open(path, newline="", encoding="utf-8") as handle:
         reader = csv.reader(handle)
         header = next(reader, None)
         if not header:
@@ -132,7 +133,40 @@ def _csv_header(path: Path) -> list[str]:
         # CsvExampleGen skips blank lines: a file of a header and blank lines has no rows.
         if not any(row for row in reader):
             raise ConfigError(f"{path} has a header but no rows; remove it or add rows")
+    with open(path, encoding="utf-8") as handle:
+        # CsvExampleGen splits the header line on commas, without CSV quoting.
+        plain = handle.readline().strip().split(",")
+    if plain[0].startswith("\ufeff"):
+        raise ConfigError(f"{path} starts with a byte-order mark, which CsvExampleGen keeps in the first "
+                          "column's name; save it as UTF-8 without one (encoding='utf-8', not 'utf-8-sig')")
+    if plain != header:
+        raise ConfigError(f"{path}: the header {','.join(plain)} has quoted names (or a comma in a name), "
+                          "which CsvExampleGen reads literally; write the header row without quotes, "
+                          "as plain comma-separated names")
     return header
+
+
+# Bytes read at a time when checking that a CSV file is UTF-8 text.
+_UTF8_CHUNK = 16 * 1024 * 1024
+
+
+def _check_utf8(path: Path) -> None:
+    """CsvExampleGen decodes every line as UTF-8: fail here, naming the file, rather than in Beam."""
+    import codecs
+
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    offset = 0
+    with open(path, "rb") as handle:
+        while True:
+            chunk = handle.read(_UTF8_CHUNK)
+            try:
+                decoder.decode(chunk, final=not chunk)
+            except UnicodeDecodeError as err:
+                raise ConfigError(f"{path} is not UTF-8 text (byte {offset + err.start}); save it as UTF-8 "
+                                  "(e.g. with pandas: df.to_csv(path, encoding='utf-8'))") from None
+            if not chunk:
+                return
+            offset += len(chunk)
 
 
 def _parquet_columns(path: Path) -> list[str]:

@@ -30,9 +30,14 @@ epochs = 7
 '''
 
 
-def write(tmp_path: Path, text: str) -> Path:
+SCHEMA = "".join(f'feature {{ name: "{name}" type: {kind} }}\n' for name, kind in (
+    ("churned", "BYTES"), ("customer id", "BYTES"), ("monthly charges", "FLOAT"), ("plan type", "BYTES"),
+    ("zip", "INT")))
+
+
+def write(tmp_path: Path, text: str, schema: str = SCHEMA) -> Path:
     (tmp_path / "data").mkdir(exist_ok=True)
-    (tmp_path / "churn.schema.pbtxt").write_text("")
+    (tmp_path / "churn.schema.pbtxt").write_text(schema)
     path = tmp_path / "churn.toml"
     path.write_text(text)
     return path
@@ -108,6 +113,27 @@ def test_bad_file_is_one_error_naming_file_key_and_fix(tmp_path, change, message
     assert text.startswith(f"{path}: "), text
     assert message.format(tmp=tmp_path) in text, text
     assert "\n" not in text
+
+
+@pytest.mark.parametrize("schema, message", [
+    ('feature { name: "churned" type: FLOATY }', "is not a schema text proto"),
+    (SCHEMA.replace('"zip"', '"zip code"'), "has no feature 'zip'; add it to the schema"),
+    (SCHEMA.replace('"monthly charges" type: FLOAT', '"monthly charges" type: BYTES'),
+     "features.monthly charges: numeric, but the schema types it BYTES; make it categorical or ignore"),
+])
+def test_a_schema_that_disagrees_with_the_file(tmp_path, schema, message):
+    path = write(tmp_path, GOOD, schema)
+    with pytest.raises(ConfigError, match=message):
+        datasets.load(str(path))
+
+
+def test_paths_of_the_wrong_kind(tmp_path):
+    path = write(tmp_path, GOOD.replace('data_root = "data"', 'data_root = "churn.schema.pbtxt"'))
+    with pytest.raises(ConfigError, match="data_root: .* is a file; give the folder of the data files"):
+        datasets.load(str(path))
+    path = write(tmp_path, GOOD.replace('schema = "churn.schema.pbtxt"', 'schema = "data"'))
+    with pytest.raises(ConfigError, match="schema: .* is a directory; give the schema file"):
+        datasets.load(str(path))
 
 
 def test_no_such_dataset(tmp_path):

@@ -301,3 +301,22 @@ def test_csv_starting_with_a_blank_line(tmp_path):
     root.mkdir()
     (root / "a.csv").write_text("\nlabel,x\n" + "yes,1\nno,2\n" * 20)
     assert f"{root / 'a.csv'} is empty (or its first line is)" in _error(root)
+
+
+@pytest.mark.parametrize("content, message", [
+    ('"x","y"\n' + "1,a\n2,b\n", 'the header "x","y" has quoted names (or a comma in a name)'),
+    ('"a,b",y\n' + "1,a\n2,b\n", "has quoted names (or a comma in a name), which CsvExampleGen reads literally"),
+    ("\ufeffx,y\n1,a\n2,b\n", "starts with a byte-order mark"),
+])
+def test_a_header_csv_example_gen_would_read_otherwise(tmp_path, content, message):
+    # CsvExampleGen splits the first line on commas and keeps every byte of it.
+    (tmp_path / "a.csv").write_text(content, encoding="utf-8")
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        tables.check_table(tmp_path, "csv")
+
+
+def test_text_that_is_not_utf8_anywhere_in_the_file(tmp_path):
+    body = "x,y\n" + "1,plain\n" * 50 + "2,cit\xe9\n"  # a Latin-1 byte in a feature, far from the header
+    (tmp_path / "a.csv").write_bytes(body.encode("latin-1"))
+    with pytest.raises(ConfigError, match=r"a.csv is not UTF-8 text \(byte \d+\); save it as UTF-8"):
+        tables.check_table(tmp_path, "csv")

@@ -8,6 +8,7 @@ import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pipeline import config as config_lib
 from pipeline.cli import args as cli_args
 from pipeline.datasets import FORMATS
 from trainer_module.features import TASKS
@@ -40,8 +41,9 @@ def handle(args: argparse.Namespace) -> int:
     data_root = Path(args.data_root).expanduser()
     output = Path(args.output) if args.output else Path(f"{data_root.resolve().name or 'dataset'}.toml")
     infer.check_outputs(output, args.force)  # before any reading
-    log_path = cli_args.workspace_config(args).log_path
-    with console.session(log_path, args.verbose) as out:
+    config = cli_args.workspace_config(args)
+    config_lib.ensure_writable_home(config)  # where the log goes
+    with console.session(config.log_path, args.verbose) as out:
         draft = infer.draft(data_root, args.label, output, fmt=args.format, task=args.task, name=args.name,
                             force=args.force)
         infer.write(draft, force=args.force)

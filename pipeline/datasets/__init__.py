@@ -173,12 +173,37 @@ class _Reader:
                             f"choose one of: {', '.join(choices)}")
         return value
 
-    def existing_path(self, key: str, text: str) -> Path:
+    def existing_path(self, key: str, text: str, directory: bool) -> Path:
         path = (self.path.parent / Path(text).expanduser()).resolve()
         if not path.exists():
             raise self.fail(key, f"{path} does not exist",
                             "fix the path (relative paths start at the dataset file's folder)")
+        if path.is_dir() != directory:
+            raise self.fail(key, f"{path} is {'a file' if directory else 'a directory'}",
+                            f"give the {'folder of the data files' if directory else 'schema file'}")
         return path
+
+    def check_schema(self, path: Path, label: str, feature_list: list[Feature]) -> None:
+        """The curated schema parses, holds the label and every feature, and types each numeric
+        feature as a number: ImportSchemaGen and Transform would otherwise fail deep in TFX."""
+        from google.protobuf import text_format
+        from tensorflow_metadata.proto.v0 import schema_pb2
+
+        try:
+            schema = text_format.Parse(path.read_text(), schema_pb2.Schema())
+        except (text_format.ParseError, UnicodeDecodeError) as err:
+            raise self.fail("schema", f"{path} is not a schema text proto ({str(err).splitlines()[0]})",
+                            "fix it, or write a draft with `turbotfx init`") from None
+        types = {feature.name: feature.type for feature in schema.feature}
+        for column in (label, *(f.name for f in feature_list)):
+            if column not in types:
+                raise self.fail("schema", f"{path} has no feature {column!r}",
+                                "add it to the schema (every column of the data is in it)")
+        for feature in feature_list:
+            if feature.role == "numeric" and types[feature.name] not in (schema_pb2.INT, schema_pb2.FLOAT):
+                raise self.fail(f"features.{feature.name}",
+                                f"numeric, but the schema types it {schema_pb2.FeatureType.Name(types[feature.name])}",
+                                "make it categorical or ignore (text cannot be scaled)")
 
     def dataset(self) -> Dataset:
         raw = self.raw
@@ -193,7 +218,8 @@ class _Reader:
         data_root = raw.get("data_root")
         if data_root is None and generate is None:
             raise self.fail("data_root", "missing", "add data_root = \"DIR\" (the folder of your CSV or Parquet files)")
-        data_root = self.existing_path("data_root", self.get(raw, "data_root", str)) if data_root is not None else None
+        data_root = (self.existing_path("data_root", self.get(raw, "data_root", str), directory=True)
+                     if data_root is not None else None)
         rows = self.get(raw, "rows", int, default=None)
         if rows is not None and generate != "synthetic":
             raise self.fail("rows", "only a generated synthetic dataset has a row count", "remove it")
@@ -214,7 +240,8 @@ class _Reader:
             if not isinstance(column, str) or column not in features_table:
                 raise self.fail("slices", f"{column!r} is not a column under [features]",
                                 "slice by feature columns only")
-        return Dataset(
+        schema = self.existing_path("schema", self.get(raw, "schema", str), directory=False)
+        dataset = Dataset(
             name=name,
             path=self.path,
             data_root=data_root,
@@ -222,7 +249,7 @@ class _Reader:
             label=label,
             task=task,
             classes=classes if task == MULTICLASS else None,
-            schema=self.existing_path("schema", self.get(raw, "schema", str)),
+            schema=schema,
             slices=slices,
             features=tuple(feature_list),
             blessing=self.blessing(task),
@@ -230,6 +257,8 @@ class _Reader:
             generate=generate,
             rows=rows,
         )
+        self.check_schema(schema, label, feature_list)  # last: the file's own keys are named first
+        return dataset
 
     def feature(self, column: str, value: Any) -> Feature:
         where = f"features.{column}"

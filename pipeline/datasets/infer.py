@@ -300,8 +300,11 @@ def schema_path_for(output: Path) -> Path:
 
 
 def check_outputs(output: Path, force: bool) -> None:
-    """Refuses to overwrite the dataset file or its schema unless forced."""
+    """Refuses to overwrite the dataset file or its schema unless forced, and never writes
+    over a directory."""
     for path in (output, schema_path_for(output)):
+        if path.is_dir():
+            raise ConfigError(f"{path} is a directory; give --output a file name, e.g. {path / 'dataset.toml'}")
         if path.exists() and not force:
             raise ConfigError(f"{path} already exists; pass --force to overwrite it, or choose another --output")
 
@@ -363,9 +366,14 @@ def write(draft: Draft, force: bool = False) -> tuple[Path, Path]:
             Path(toml_tmp).write_text(toml)
             with atomic_path(draft.schema_path) as schema_tmp:
                 Path(schema_tmp).write_text(schema)
-    except BaseException:
-        if not schema_existed and not draft.output.exists():
-            draft.schema_path.unlink(missing_ok=True)
+    except BaseException as err:
+        if not schema_existed and not draft.output.is_file():
+            try:
+                draft.schema_path.unlink(missing_ok=True)
+            except OSError:
+                pass  # it was never written
+        if isinstance(err, OSError):
+            raise ConfigError(f"cannot write {draft.output} ({err.strerror}); choose another --output") from None
         raise
     return draft.output, draft.schema_path
 
