@@ -358,9 +358,10 @@ def check_data(root: Path, fmt: str, label: str, task: str | None, feature_colum
         raise ConfigError(f"{column.missing} of {column.rows} rows in {root} have an empty label {label!r}; "
                           + _PANDAS_DROPNA.format(label=label) + " or fill them in")
     if len(column.classes) < 2:
+        needs = ("a regression needs a label that varies" if task == "regression"
+                 else "a model needs at least two classes")
         raise ConfigError(f"label column {label!r} has a single value ({_show(column.classes[0])}) in all "
-                          f"{column.rows} rows; a model needs at least two classes: choose another label "
-                          "or add rows of other classes")
+                          f"{column.rows} rows; {needs}: choose another label or add rows with other values")
     check_label_task(column, task)
 
 
