@@ -45,6 +45,11 @@ def check_data_root(root: Path, spec: Dataset) -> Path:
         if count != spec.classes:
             raise ConfigError(f"{spec.path}: classes: {spec.classes}, but label {spec.label!r} has {count} "
                               f"values in {root}; set classes = {count}")
+    if spec.positive is not None:
+        values = {tables.label_text(value) for value in tables.read_label(root, spec.format, spec.label).classes}
+        if spec.positive not in values:
+            raise ConfigError(f"{spec.path}: positive: {spec.positive!r} is not a value of label {spec.label!r} "
+                              f"in {root} ({', '.join(sorted(values))}); name one of them")
     return root
 
 

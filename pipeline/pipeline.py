@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 from pathlib import Path
 from typing import Mapping
@@ -107,7 +108,7 @@ def create_pipeline(
         custom_config=vertex.training_config(deployment.vertex_training) | feature_config | {
             # Names the dataset file and tells its versions apart (lineage, diff).
             trainer_keys.DATASET_FILE_KEY: str(spec.path),
-            trainer_keys.DATASET_TEXT_KEY: spec.text(),
+            trainer_keys.DATASET_TEXT_KEY: base64.b64encode(spec.path.read_bytes()).decode("ascii"),
             trainer_keys.DATASET_FINGERPRINT_KEY: spec.fingerprint(),
             "epochs": config.epochs,
             "batch_size": config.batch_size,

@@ -330,6 +330,12 @@ def read_columns(path: Path, fmt: str, columns: Sequence[str] | None = None) -> 
         raise ConfigError(f"{path} is not a well-formed CSV file ({_first_line(err)}); {fix}") from None
 
 
+def label_text(value: Any) -> str:
+    """A label value as Transform's vocabulary writes it: integers (booleans are 0 or 1 in a
+    tf.Example) in decimal, text as it is."""
+    return str(int(value)) if isinstance(value, bool) else str(value)
+
+
 def _first_line(error: BaseException) -> str:
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__

@@ -107,7 +107,13 @@ def tree_state(root: Path) -> dict[str, tuple[int, int]]:
     return state
 
 
+# Every command that loads TF appends its library logs here (predict, init, schema infer):
+# a log that grows is not a changed workspace.
+APPEND_ONLY = ("logs/",)
+
+
 def _changes(before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]]) -> list[str]:
+    before, after = ({p: v for p, v in state.items() if not p.startswith(APPEND_ONLY)} for state in (before, after))
     return sorted({*(f"new {p}" for p in after.keys() - before.keys()),
                    *(f"gone {p}" for p in before.keys() - after.keys()),
                    *(f"changed {p}" for p in before.keys() & after.keys() if before[p] != after[p])})

@@ -102,6 +102,8 @@ def test_regression_blesses_on_an_error_bound(tmp_path):
     (('name = "churn"', 'name = "my churn"'), "name: 'my churn' is not a valid name"),
     (('[training]', '[training\n'), "not valid TOML"),
     (('"customer id" = "ignore"', 'churned = "numeric"'), "features.churned: the label is not a feature"),
+    (('task = "binary"', 'task = "multiclass"\nclasses = 3\npositive = "yes"'),
+     "positive: only a binary task has a positive class; remove it"),
 ])
 def test_bad_file_is_one_error_naming_file_key_and_fix(tmp_path, change, message):
     old, new = change
@@ -156,3 +158,13 @@ def test_a_feature_the_data_lacks_stops_the_run_before_any_work(tmp_path):
     assert result.output.count("turbotfx: error:") == 1 and "Traceback" not in result.output
     assert "has no column 'zip'" in result.output
     assert not (tmp_path / "ws" / "pipelines").exists()
+
+
+def test_the_positive_class_must_be_a_label_value(tmp_path):
+    path = write(tmp_path, GOOD.replace('task = "binary"', 'task = "binary"\npositive = "true"'))
+    assert datasets.load(str(path)).feature_spec().positive == "true"
+    (tmp_path / "data" / "part.csv").write_text(
+        "customer id,monthly charges,plan type,zip,churned\n"
+        + "".join(f"C{i},{i}.5,{'ab'[i % 2]},{1000 + i % 3},{'yes' if i % 3 else 'no'}\n" for i in range(40)))
+    with pytest.raises(ConfigError, match="positive: 'true' is not a value of label 'churned' .*\\(no, yes\\)"):
+        data.check_data_root(tmp_path / "data", datasets.load(str(path)))

@@ -126,6 +126,7 @@ def test_the_written_file_loads(tables_on_disk, tmp_path, fmt):
     assert dataset.schema == (tmp_path / "files" / "churn.schema.pbtxt").resolve()
     assert {f.name: f.role for f in dataset.features} == {c: r for c, r in ROLES.items() if c != "churn"}
     assert dataset.blessing == datasets.Blessing("auc", 0.6, 0.02)
+    assert dataset.positive == "yes"  # by convention, whichever is commoner
     assert dataset.training["hidden_units"] == tuple(datasets.DEFAULT_TRAINING["hidden_units"])
     # data_root is written relative to the dataset file's folder.
     assert f'data_root = "{os.path.relpath(roots[fmt], output.parent)}"' in output.read_text()
@@ -378,3 +379,15 @@ def test_parquet_bytes_that_are_not_text(tmp_path):
                              "x": np.linspace(0, 1, 30), "y": ["a", "b"] * 15}), root / "a.parquet")
     with pytest.raises(ConfigError, match="column 'raw' holds bytes that are not UTF-8 text"):
         infer.draft(root, "y", tmp_path / "x.toml")
+
+
+@pytest.mark.parametrize("values, positive", [
+    (["no", "yes"], "yes"), (["0", "1"], "1"), (["False", "True"], "True"), (["cat", "dog"], None),
+])
+def test_the_positive_class_by_convention(tmp_path, values, positive):
+    frame = pd.DataFrame({"x": np.arange(40) % 7 + 0.5, "label": [values[i % 2] for i in range(40)]})
+    write(frame, tmp_path / "data", "csv")
+    draft = infer.draft(tmp_path / "data", "label", tmp_path / "out.toml")
+    assert draft.task == "binary" and infer.positive_class(draft) == positive
+    written = draft.toml()
+    assert (f'positive = "{positive}"' in written) if positive else ("positive" not in written)

@@ -1,5 +1,6 @@
 """preprocessing_fn run by real TFT (Beam, in memory) on a few rows."""
 
+import dataclasses
 import functools
 import tempfile
 
@@ -73,3 +74,16 @@ def test_categoricals_and_label_become_vocabulary_indices(transformed):
 def test_every_output_is_a_transformed_name(transformed):
     expected = {features.transformed_name(k) for k in (SPEC.label_key, *SPEC.feature_keys)}
     assert set(transformed[0]) == expected
+
+
+def test_a_binary_label_names_its_positive_class_whatever_its_frequency():
+    # Adelie is named positive: id 1 for its rows, 0 for every other value, though by
+    # frequency it ties for id 0.
+    spec = dataclasses.replace(SPEC, task=features.BINARY, positive="Adelie")
+    with tft_beam.Context(temp_dir=tempfile.mkdtemp(), force_tf_compat_v1=False):
+        (rows, _), _ = (ROWS, dataset_metadata.DatasetMetadata(schema_utils.schema_from_feature_spec(RAW_SPEC))) \
+            | tft_beam.AnalyzeAndTransformDataset(
+                functools.partial(preprocessing.preprocessing_fn,
+                                  custom_config={features.CONFIG_KEY: spec.to_config()}))
+    species = [r[0] for r in (row["species"] for row in ROWS)]
+    assert [int(r["species_xf"]) for r in rows] == [1 if s == b"Adelie" else 0 for s in species]

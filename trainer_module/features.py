@@ -40,6 +40,9 @@ class FeatureSpec:
     label_key: str
     numeric_keys: tuple[str, ...]
     categoricals: tuple[Categorical, ...]
+    # Binary: the label value that is the positive class (class id 1), as text ("yes", "1");
+    # None: the rarer of the two.
+    positive: str | None = None
     # Slots for categories Transform never saw in training.
     num_oov_buckets: int = 1
 
@@ -71,6 +74,7 @@ class FeatureSpec:
             "categorical": [
                 {k: v for k, v in dataclasses.asdict(c).items() if v is not None} for c in self.categoricals
             ],
+            **({"positive": self.positive} if self.positive is not None else {}),
         }
 
     @classmethod
@@ -81,6 +85,7 @@ class FeatureSpec:
             label_key=str(config["label"]),
             numeric_keys=tuple(config["numeric"]),
             categoricals=tuple(Categorical(**c) for c in config["categorical"]),
+            positive=config.get("positive"),
         )
 
 

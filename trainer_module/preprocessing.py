@@ -32,7 +32,13 @@ def preprocessing_fn(inputs: dict, custom_config: Mapping[str, Any] | None = Non
             vocab_filename=features.vocabulary_name(categorical.key),
         )
     label = inputs[spec.label_key]
-    if spec.is_classification:
+    if spec.task == features.BINARY and spec.positive is not None:
+        # The named positive class is id 1 (what TFMA's binary metrics are about); the
+        # vocabulary still names both classes for decoding (signatures.py orders it).
+        text = _as_text(_to_dense(label, default=_missing(label)))
+        tft.vocabulary(text, vocab_filename=features.vocabulary_name(spec.label_key))
+        outputs[spec.transformed_label_key] = tf.cast(tf.equal(text, spec.positive), tf.int64)
+    elif spec.is_classification:
         outputs[spec.transformed_label_key] = tft.compute_and_apply_vocabulary(
             _to_dense(label, default=_missing(label)),
             vocab_filename=features.vocabulary_name(spec.label_key),
@@ -40,6 +46,11 @@ def preprocessing_fn(inputs: dict, custom_config: Mapping[str, Any] | None = Non
     else:
         outputs[spec.transformed_label_key] = _to_dense(tf.cast(label, tf.float32), default=0.0)
     return outputs
+
+
+def _as_text(value: tf.Tensor) -> tf.Tensor:
+    """A label as the vocabulary writes it: integers in decimal, text as it is."""
+    return value if value.dtype == tf.string else tf.strings.as_string(value)
 
 
 def _missing(value: tf.Tensor | tf.SparseTensor):

@@ -44,6 +44,10 @@ class ServingModule(tf.Module):
         self._label_names = None
         if spec.is_classification:
             label_vocab = tf_transform_output.vocabulary_by_name(features.vocabulary_name(spec.label_key))
+            if spec.task == features.BINARY and spec.positive is not None:
+                # Class id 1 is the positive class (see preprocessing.py), whatever its frequency.
+                positive = spec.positive.encode()
+                label_vocab = [v for v in label_vocab if v != positive] + [positive]
             self._label_names = tf.constant(label_vocab, dtype=tf.string)
 
         examples_spec = tf.TensorSpec([None], tf.string, name=EXAMPLES_INPUT)

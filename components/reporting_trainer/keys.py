@@ -12,7 +12,9 @@ EPOCHS_KEY = "epochs"
 # sources each runs: part of the cache key, not a hyperparameter.
 CODE_FINGERPRINT_KEY = "code_fingerprint"
 # Trainer custom_config entries naming the dataset file a model was trained from, its
-# content and a hash of it: lineage shows the file, diff shows when it changed.
+# content and a hash of it: lineage shows the file, diff shows when it changed. The content
+# is base64: MLMD 1.16's PostgreSQL store fails on a string property holding JSON escapes
+# (a newline or quote inside a JSON string).
 DATASET_FILE_KEY = "dataset_file"
-DATASET_TEXT_KEY = "dataset_file_text"
+DATASET_TEXT_KEY = "dataset_file_base64"
 DATASET_FINGERPRINT_KEY = "dataset_fingerprint"

@@ -38,7 +38,7 @@ DEFAULT_BLESSING = {
 }
 DEFAULT_TRAINING = {"epochs": 20, "batch_size": 32, "learning_rate": 0.01, "hidden_units": [32, 16]}
 
-_TOP_KEYS = {"name", "data_root", "format", "label", "task", "classes", "schema", "slices",
+_TOP_KEYS = {"name", "data_root", "format", "label", "task", "classes", "positive", "schema", "slices",
              "generate", "rows", "features", "blessing", "training"}
 _FEATURE_KEYS = {"role", "max_tokens", "frequency_threshold", "embedding_dim"}
 _KIND_NAMES = {int: "a whole number", float: "a number", str: "a quoted string", list: "a list [...]",
@@ -74,6 +74,7 @@ class Dataset:
     label: str
     task: str
     classes: int | None  # number of label values (classification)
+    positive: str | None  # binary: the positive class's label value, as text
     schema: Path
     slices: tuple[str, ...]
     features: tuple[Feature, ...]
@@ -95,6 +96,7 @@ class Dataset:
             dataset=self.name,
             task=self.task,
             label_key=self.label,
+            positive=self.positive,
             numeric_keys=tuple(f.name for f in self.features if f.role == "numeric"),
             categoricals=tuple(
                 Categorical(f.name, f.max_tokens, f.frequency_threshold, f.embedding_dim)
@@ -235,6 +237,9 @@ class _Reader:
         if task == MULTICLASS and (classes is None or classes < 3):
             raise self.fail("classes", "a multiclass task needs the number of label values (3 or more)",
                             "set classes = N, or task = \"binary\" for two")
+        positive = self.get(raw, "positive", str, default=None)
+        if positive is not None and task != BINARY:
+            raise self.fail("positive", "only a binary task has a positive class", "remove it")
         slices = tuple(self.get(raw, "slices", list, default=[]))
         for column in slices:
             if not isinstance(column, str) or column not in features_table:
@@ -249,6 +254,7 @@ class _Reader:
             label=label,
             task=task,
             classes=classes if task == MULTICLASS else None,
+            positive=positive,
             schema=schema,
             slices=slices,
             features=tuple(feature_list),

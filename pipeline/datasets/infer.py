@@ -249,6 +249,19 @@ def choose_task(label: Column, task: str | None) -> tuple[str, int | None, str]:
     return task, (n if task == MULTICLASS else None), reason
 
 
+# Binary label values that name the positive class by convention (compared in lower case).
+POSITIVE_NAMES = ("1", "yes", "true", "y")
+
+
+def positive_class(draft: Draft) -> str | None:
+    """A binary label's conventional positive value ("1", "yes", "true"), as the vocabulary
+    writes it; None otherwise (the pipeline then takes the rarer class)."""
+    if draft.task != BINARY:
+        return None
+    values = [tables.label_text(value) for value in draft.label.values]
+    return next((value for value in values if value.lower() in POSITIVE_NAMES), None)
+
+
 def pick_slices(decisions: Sequence[Decision]) -> tuple[tuple[str, ...], str]:
     for decision in decisions:
         if decision.role == "categorical" and 2 <= decision.column.distinct <= SLICE_MAX_VALUES:
@@ -408,6 +421,10 @@ def dataset_toml(draft: Draft) -> str:
     ]
     if draft.classes is not None:
         lines.append(f"classes = {draft.classes}")
+    positive = positive_class(draft)
+    if positive is not None:
+        lines.append("# the class TFMA's AUC, precision and recall are about (class id 1)")
+        lines.append(f"positive = {_string(positive)}")
     lines += [
         f"schema = {_string(draft.schema_path.name)}",
         f"# slices: {_comment(draft.slice_reason)}",

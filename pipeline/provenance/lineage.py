@@ -7,6 +7,7 @@ SQLite, MySQL or PostgreSQL store, and from a store whose pipeline ran elsewhere
 
 from __future__ import annotations
 
+import base64
 import collections
 import json
 import math
@@ -373,13 +374,17 @@ def dataset_of(trainer: mlmd_pb.Execution) -> dict[str, Any]:
     return {
         "file": config.get(trainer_keys.DATASET_FILE_KEY),
         "fingerprint": config.get(trainer_keys.DATASET_FINGERPRINT_KEY),
-        "text": config.get(trainer_keys.DATASET_TEXT_KEY),
+        "text": _decoded(config.get(trainer_keys.DATASET_TEXT_KEY)),
         "name": features.get("dataset"),
         "task": features.get("task"),
         "label": features.get("label"),
         "numeric": features.get("numeric", []),
         "categorical": features.get("categorical", []),
     }
+
+
+def _decoded(base64_text: str | None) -> str | None:
+    return None if base64_text is None else base64.b64decode(base64_text).decode("utf-8", errors="replace")
 
 
 def hyperparameters(trainer: mlmd_pb.Execution) -> dict[str, Any]:
