@@ -80,6 +80,19 @@ def add_data_root(parser: argparse.ArgumentParser, help: str, **options) -> None
     parser.add_argument("--data-root", help=help, **options)
 
 
+def add_table_format(parser: argparse.ArgumentParser) -> None:
+    """--format of a table's files (`init`, `schema infer`); not the output --format."""
+    from pipeline.datasets import FORMATS
+
+    parser.add_argument("--format", choices=FORMATS, help="the files' format (default: from their suffix)")
+
+
+def add_quiet_logging(parser: argparse.ArgumentParser) -> None:
+    """Commands that load TF and Beam: their logs go to the workspace's log file."""
+    add_home(parser, "workspace whose log takes the TF and Beam logs")
+    add_verbose(parser, "show TF and Beam logs")
+
+
 def add_no_cache(parser: argparse.ArgumentParser, help: str) -> None:
     parser.add_argument("--no-cache", action="store_true", help=help)
 

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 
 from pipeline import config as config_lib
 from pipeline.cli import args as cli_args
-from pipeline.datasets import FORMATS
 from trainer_module.features import TASKS
 
 if TYPE_CHECKING:
@@ -27,10 +26,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                       help="what to predict (default: from the label: text or few whole numbers are "
                            "classes, decimals a regression)")
     init.add_argument("--name", help="dataset name (default: from the dataset file's name)")
-    init.add_argument("--format", choices=FORMATS, help="the files' format (default: from their suffix)")
+    cli_args.add_table_format(init)
     init.add_argument("--force", action="store_true", help="overwrite the dataset file and its schema draft")
-    cli_args.add_home(init, "workspace whose log takes the TF and Beam logs")
-    cli_args.add_verbose(init, "show TF and Beam logs")
+    cli_args.add_quiet_logging(init)
     init.set_defaults(handler=handle)
 
 

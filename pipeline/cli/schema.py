@@ -6,7 +6,6 @@ import argparse
 from pathlib import Path
 
 from pipeline.cli import args as cli_args
-from pipeline.datasets import FORMATS
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -15,10 +14,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     infer = schema_commands.add_parser(
         "infer", help="write the schema TFDV infers from a table of CSV or Parquet files, for curation")
     cli_args.add_data_root(infer, "directory of CSV or Parquet files", required=True)
-    infer.add_argument("--format", choices=FORMATS, help="the files' format (default: from their suffix)")
+    cli_args.add_table_format(infer)
     infer.add_argument("--output", default="inferred_schema.pbtxt", help="schema file to write")
-    cli_args.add_home(infer, "workspace whose log takes the TF and Beam logs")
-    cli_args.add_verbose(infer, "show TF and Beam logs")
+    cli_args.add_quiet_logging(infer)
     schema.set_defaults(handler=handle)
 
 
