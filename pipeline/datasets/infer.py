@@ -22,6 +22,7 @@ Heavy libraries (pyarrow, TFDV) load inside the functions that need them.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import os
@@ -381,10 +382,8 @@ def write(draft: Draft, force: bool = False) -> tuple[Path, Path]:
                 Path(schema_tmp).write_text(schema)
     except BaseException as err:
         if not schema_existed and not draft.output.is_file():
-            try:
+            with contextlib.suppress(OSError):  # its folder could not be made: it was never written
                 draft.schema_path.unlink(missing_ok=True)
-            except OSError:
-                pass  # it was never written
         if isinstance(err, OSError):
             raise ConfigError(f"cannot write {draft.output} ({err.strerror}); choose another --output") from None
         raise
