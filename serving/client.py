@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import difflib
 import json
 import math
 import time
@@ -53,16 +54,80 @@ class Prediction:
     value: float | None = None
 
 
+class RowError(ServingClientError):
+    """Rows that do not fit the curated schema: one line per problem (`problems`), each
+    naming the row, the feature, the value, what the schema allows and the fix."""
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        self.problems = list(problems)
+        shown = self.problems[:MAX_PROBLEMS_SHOWN]
+        more = len(self.problems) - len(shown)
+        super().__init__("\n".join(shown + ([f"... and {more} more problems"] if more else [])))
+
+
+# A CSV file of bad rows would otherwise bury the first problems.
+MAX_PROBLEMS_SHOWN = 20
+# tf.Example and the model hold FLOAT features as float32: a larger value becomes inf.
+FLOAT32_MAX = 3.4028234663852886e38
+INT64_MIN, INT64_MAX = -2 ** 63, 2 ** 63 - 1
+# Domain values listed in a message; a longer domain is cut short with its size.
+MAX_VALUES_SHOWN = 12
+
+
+@dataclasses.dataclass(frozen=True)
+class _Column:
+    """What the curated schema allows in one column of a row."""
+
+    name: str
+    type: int  # schema_pb2.BYTES, INT, FLOAT (or TYPE_UNKNOWN: not checked)
+    required: bool
+    values: frozenset[str] | None = None  # a string domain; None: open
+    domain: str = ""  # the domain's name, for the message
+    low: float | None = None
+    high: float | None = None
+
+
+def _columns(schema: schema_pb2.Schema, label_key: str) -> dict[str, _Column]:
+    """Each feature's type, presence and domain, global domains (`domain: "name"`) resolved."""
+    global_domains: dict[str, Any] = {}
+    for domains in (schema.string_domain, schema.int_domain, schema.float_domain):
+        global_domains.update((d.name, d) for d in domains)
+    columns = {}
+    for feature in schema.feature:
+        if feature.name == label_key:
+            continue
+        kind = feature.WhichOneof("domain_info")
+        domain = global_domains.get(feature.domain) if kind == "domain" else getattr(feature, kind) if kind else None
+        # A fixed shape makes the feature a FixedLenFeature in the model's parsing spec: a
+        # row without it cannot be parsed. min_count (penguins' features) only asks that some
+        # example has it, so such a feature may be missing from a row.
+        required = feature.presence.min_fraction >= 1.0 or feature.HasField("shape")
+        values = low = high = None
+        if isinstance(domain, schema_pb2.StringDomain) and feature.type == schema_pb2.BYTES:
+            values = frozenset(domain.value)
+        elif isinstance(domain, (schema_pb2.IntDomain, schema_pb2.FloatDomain)):
+            low = domain.min if domain.HasField("min") else None
+            high = domain.max if domain.HasField("max") else None
+        columns[feature.name] = _Column(feature.name, feature.type, required, values,
+                                        getattr(domain, "name", "") or feature.name, low, high)
+    return columns
+
+
 class RowSchema:
     """The columns a model's rows may have, from the pipeline's curated schema (label left
-    out), and the features it uses (`features`, default: all of them)."""
+    out), and the features it uses (`features`, default: all of them). `source` names the
+    schema file in messages."""
 
-    def __init__(self, schema: schema_pb2.Schema, label_key: str, features: Sequence[str] | None = None) -> None:
+    def __init__(self, schema: schema_pb2.Schema, label_key: str, features: Sequence[str] | None = None,
+                 source: str = "the curated schema") -> None:
         self.label_key = label_key
-        self.types = {f.name: f.type for f in schema.feature if f.name != label_key}
-        self.required = {f.name for f in schema.feature
-                         if f.name != label_key and f.presence.min_fraction >= 1.0}
+        self.source = source
+        self.columns = _columns(schema, label_key)
+        self.types = {name: column.type for name, column in self.columns.items()}
+        self.required = {name for name, column in self.columns.items() if column.required}
         self.features = tuple(features) if features is not None else tuple(self.types)
+        self._used = frozenset(self.features)
+        self._required_sorted = tuple(sorted(self.required))
 
     @classmethod
     def for_dataset(cls, dataset: str) -> RowSchema:
@@ -73,7 +138,7 @@ class RowSchema:
 
         spec = datasets.load(dataset)
         schema = text_format.Parse(spec.schema.read_text(), schema_pb2.Schema())
-        return cls(schema, spec.label, [f.name for f in spec.model_features])
+        return cls(schema, spec.label, [f.name for f in spec.model_features], source=str(spec.schema))
 
     def rows_from_csv(self, path: Path) -> list[dict[str, Any]]:
         """The rows of a CSV file with a header of feature names; an empty or NA cell is missing."""
@@ -87,33 +152,42 @@ class RowSchema:
                 for row in rows]
 
     def check(self, rows: Sequence[Mapping[str, Any]]) -> None:
-        """Raises ServingClientError on the first bad value, naming row and feature."""
+        """Raises RowError naming every bad value (row, feature, value, what is allowed, the
+        fix) before anything is sent: the model would otherwise answer for a row the
+        curated schema forbids (an unknown category, an impossible or infinite number)."""
         if not rows:
-            raise ServingClientError("no rows to predict")
-        for number, row in enumerate(rows):
-            if not isinstance(row, Mapping):
-                raise ServingClientError(f"row {number} is not an object of feature: value")
-            unknown = sorted(set(row) - set(self.types))
-            if unknown:
-                raise ServingClientError(f"row {number}: unknown feature {unknown[0]!r}; the model takes "
-                                         f"{', '.join(sorted(self.types))}")
-            for name in sorted(self.required):
-                if _missing(row.get(name)):
-                    raise ServingClientError(f"row {number}: feature {name!r} is missing; the schema "
-                                             "requires it in every row")
-            for name, value in row.items():
-                if _missing(value):
-                    continue
-                if self.types[name] == schema_pb2.BYTES and not isinstance(value, str):
-                    raise ServingClientError(f"row {number}: feature {name!r} must be a string, "
-                                             f"got {type(value).__name__} {value!r}")
-                if self.types[name] in (schema_pb2.FLOAT, schema_pb2.INT) and (
-                        isinstance(value, bool) or not isinstance(value, (int, float))):
-                    raise ServingClientError(f"row {number}: feature {name!r} must be a number, "
-                                             f"got {type(value).__name__} {value!r}")
-                if self.types[name] == schema_pb2.INT and float(value) != int(value):
-                    raise ServingClientError(f"row {number}: feature {name!r} must be a whole number, "
-                                             f"got {value!r}")
+            raise ServingClientError("no rows to predict; give at least one row of feature values")
+        problems = [problem for number, row in enumerate(rows) for problem in self.problems(number, row)]
+        if problems:
+            raise RowError(problems)
+
+    def problems(self, number: int, row: Any) -> list[str]:
+        """What is wrong with row `number`, one line each; [] when the schema allows it."""
+        where = f"row {number}"
+        if not isinstance(row, Mapping):
+            return [f"{where} is {type(row).__name__} {_show(row)}, not an object of feature: value; "
+                    'give each row as {"feature": value, ...}']
+        problems = []
+        for name in row:
+            if name not in self.columns and name != self.label_key:  # the label is dropped, not sent
+                near = difflib.get_close_matches(str(name), self.columns, n=1)
+                hint = f"did you mean {near[0]!r}? " if near else ""
+                problems.append(f"{where}: unknown feature {name!r} (value {_show(row[name])}); {hint}the schema "
+                                f"({self.source}) has {', '.join(sorted(self.columns))}")
+        if not any(name in self._used and not _missing(value) for name, value in row.items()):
+            return problems or [f"{where} has no feature values (the model uses {', '.join(self.features)}); "
+                                "give at least one"]
+        for name in self._required_sorted:
+            if _missing(row.get(name)):
+                problems.append(f"{where}: feature {name!r} is missing; the schema ({self.source}) requires it "
+                                "in every row: give a value")
+        for name, value in row.items():
+            column = self.columns.get(name)
+            if column is not None and not _missing(value):
+                problem = _value_problem(column, value, self.source)
+                if problem:
+                    problems.append(f"{where}: feature {name!r} {problem}")
+        return problems
 
     def to_example(self, row: Mapping[str, Any]) -> bytes:
         """A serialized tf.Example; missing values are left out, as in the CSV data."""
@@ -163,6 +237,7 @@ def predict_in_process(model_dir: Path, schema: RowSchema,
                        rows: Sequence[Mapping[str, Any]]) -> list[Prediction]:
     """serving_default of a SavedModel in this process, fed serialized tf.Examples as TF
     Serving feeds it: no server needed."""
+    rows = schema.without_label(rows)
     schema.check(rows)
     import tensorflow as tf
 
@@ -175,7 +250,56 @@ def predict_in_process(model_dir: Path, schema: RowSchema,
 
 
 def _missing(value: Any) -> bool:
-    return value is None or value == "" or (isinstance(value, float) and math.isnan(value))
+    """None or "" (an empty CSV cell, JSON null) is a missing value. NaN is not: the check
+    refuses it, so that a computed NaN is not quietly imputed."""
+    return value is None or (isinstance(value, str) and value == "")
+
+
+def _value_problem(column: _Column, value: Any, source: str) -> str | None:
+    """Why the schema forbids a (present) value of the column, and the fix; None: allowed."""
+    if column.type == schema_pb2.BYTES:
+        if not isinstance(value, str):
+            return f"must be text, got {type(value).__name__} {_show(value)}; give one quoted value"
+        if column.values is not None and value not in column.values:
+            near = difflib.get_close_matches(value, column.values, n=1)
+            hint = f"did you mean {near[0]!r}? " if near else ""
+            return (f"is {_show(value)}, not in the schema's domain {column.domain!r} "
+                    f"({_listed(sorted(column.values))}); {hint}use one of those values (they are case-sensitive), "
+                    f"or add it to the domain in {source} and run the pipeline again")
+        return None
+    if column.type not in (schema_pb2.FLOAT, schema_pb2.INT):
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return (f"must be a number, got {type(value).__name__} {_show(value)}; give a number without quotes, "
+                "or null (None) where it is missing")
+    if isinstance(value, float) and not math.isfinite(value):
+        return (f"is {value!r}, not a finite number; give a finite number, or null (None) where it is "
+                "missing")
+    if column.type == schema_pb2.FLOAT and abs(value) > FLOAT32_MAX:
+        return (f"is {_show(value)}, beyond a 32-bit float (at most ±{FLOAT32_MAX:.7g}: the model would see "
+                "infinity); check the value and its unit")
+    if column.type == schema_pb2.INT:
+        if isinstance(value, float) and not value.is_integer():
+            return f"must be a whole number, got {value!r}; round it"
+        if not INT64_MIN <= value <= INT64_MAX:
+            return f"is {_show(value)}, beyond a 64-bit integer; check the value and its unit"
+    if (column.low is not None and value < column.low) or (column.high is not None and value > column.high):
+        allowed = (f"from {column.low:g} to {column.high:g}" if column.low is not None and column.high is not None
+                   else f"at least {column.low:g}" if column.low is not None else f"at most {column.high:g}")
+        return (f"is {_show(value)}, outside the schema's range ({allowed}, {source}); check the value and its "
+                "unit, or widen the range there and run the pipeline again")
+    return None
+
+
+def _listed(values: Sequence[str]) -> str:
+    shown = ", ".join(values[:MAX_VALUES_SHOWN])
+    return shown + (f", ... ({len(values)} values)" if len(values) > MAX_VALUES_SHOWN else "")
+
+
+def _show(value: Any) -> str:
+    """A value as in the row, cut short: a row may hold a long text by mistake."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 class ServingClient:
@@ -211,6 +335,9 @@ class ServingClient:
     # --- public ---------------------------------------------------------------
 
     def predict(self, rows: Sequence[Mapping[str, Any]]) -> list[Prediction]:
+        """Predictions for rows of feature: value (the label, if there, is dropped), checked
+        against the curated schema first: RowError names each bad value."""
+        rows = self.schema.without_label(rows)
         self.schema.check(rows)
         if self.grpc_target:
             return self._with_retries(lambda: self._grpc_predict(rows))
