@@ -1,13 +1,17 @@
 """The user's table on disk: its files (CSV or Parquet), columns, and the checks made before
 TFX sees it.
 
-Values are read as ExampleGen will read them. CSV (CsvExampleGen, tfx_bsl's decoder): an
-empty cell is missing; a column whose values all parse as 64-bit integers is INT, else as
-numbers FLOAT, else BYTES (`cell_type` makes the same call for one cell). Parquet (TFX's
-Parquet executor): integer and boolean columns are INT, floating ones FLOAT, strings BYTES.
+Values are read as ExampleGen will read them. CSV (CsvExampleGen with our executor: the
+header as Python's csv module reads it, a UTF-8 byte-order mark dropped; the rows through
+tfx_bsl's decoder): an empty cell is missing; a column whose values all parse as 64-bit
+integers is INT, else as numbers FLOAT, else BYTES (`cell_type` makes the same call for one
+cell). Parquet (TFX's Parquet executor): integer and boolean columns are INT, floating ones
+FLOAT, strings BYTES.
 
 Checks read as little as they can: the header (or the Parquet footer) for the columns, and
-only the label column for the label, so they stay fast on tables of millions of rows.
+only the label column for the label, so they stay fast on tables of millions of rows. A CSV
+file's rows are parsed once (check_table), as ExampleGen will parse them, in C loops: a row
+ExampleGen would read otherwise than the user wrote it stops the run there.
 """
 
 from __future__ import annotations
@@ -15,9 +19,13 @@ from __future__ import annotations
 import csv
 import dataclasses
 import math
+import operator
+from collections import Counter
+from itertools import chain, compress, repeat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
+from components.csv_example_gen import header as csv_header
 from pipeline.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -109,8 +117,9 @@ def arrow_type(data_type: pa.DataType) -> str | None:
 # --- the files -----------------------------------------------------------------------------
 
 def columns_of(path: Path, fmt: str) -> list[str]:
-    """A file's column names, from its header or footer only; fails on a file with no
-    rows, a duplicate column name, or (Parquet) a column type ExampleGen cannot write."""
+    """A file's column names, from its header or footer only; fails on a duplicate or empty
+    column name, (CSV) a header ExampleGen would read otherwise, or (Parquet) a file with no
+    rows or a column type ExampleGen cannot write."""
     columns = _csv_header(path) if fmt == "csv" else _parquet_columns(path)
     seen = set()
     for position, column in enumerate(columns, start=1):
@@ -124,26 +133,143 @@ def columns_of(path: Path, fmt: str) -> list[str]:
 
 
 def _csv_header(path: Path) -> list[str]:
-    _check_utf8(path)
-    with open(path, newline="", encoding="utf-8") as handle:
-        reader = csv.reader(handle)
-        header = next(reader, None)
-        if not header:
-            raise ConfigError(f"{path} is empty (or its first line is); remove it or give it a header row and rows")
-        # CsvExampleGen skips blank lines: a file of a header and blank lines has no rows.
-        if not any(row for row in reader):
-            raise ConfigError(f"{path} has a header but no rows; remove it or add rows")
-    with open(path, encoding="utf-8") as handle:
-        # CsvExampleGen splits the header line on commas, without CSV quoting.
-        plain = handle.readline().strip().split(",")
-    if plain[0].startswith("\ufeff"):
-        raise ConfigError(f"{path} starts with a byte-order mark, which CsvExampleGen keeps in the first "
-                          "column's name; save it as UTF-8 without one (encoding='utf-8', not 'utf-8-sig')")
-    if plain != header:
-        raise ConfigError(f"{path}: the header {','.join(plain)} has quoted names (or a comma in a name), "
-                          "which CsvExampleGen reads literally; write the header row without quotes, "
-                          "as plain comma-separated names")
+    with open(path, "rb") as handle:
+        first_line = handle.readline()
+    try:
+        header = csv_header.column_names(first_line)
+    except UnicodeDecodeError:
+        _check_utf8(path)
+        raise
+    except ValueError as err:
+        raise ConfigError(f"{path}: {err}; write the header as one line of comma-separated names "
+                          "(e.g. with pandas: df.to_csv(path, index=False))") from None
+    if not header:
+        raise ConfigError(f"{path} is empty (or its first line is); remove it or give it a header row and rows")
+    if len(header) == 1:
+        _check_delimiter(path, header[0])
     return header
+
+
+# Separators a CSV file may have been written with instead of commas, by name.
+_OTHER_DELIMITERS = {";": "semicolons", "\t": "tabs", "|": "pipes"}
+
+
+def _check_delimiter(path: Path, name: str) -> None:
+    """A header of one column holding another separator: a file ExampleGen would read as one column."""
+    for delimiter, names in _OTHER_DELIMITERS.items():
+        if delimiter in name:
+            raise ConfigError(
+                f"{path}: the header is one column, {_show(name, 40)}, split by {names}: ExampleGen reads only "
+                f"comma-separated files; save it with commas (e.g. with pandas: "
+                f"pd.read_csv(path, sep={delimiter!r}).to_csv(path, index=False))")
+
+
+# --- the rows of a CSV file, as ExampleGen parses them ---------------------------------------
+#
+# TFX's CsvExampleGen skips the first line, reads the rest a line (ended by \n) at a time,
+# joins lines into one record until the record holds an even number of '"' (a quoted field
+# may span lines), and parses each record alone with Python's csv module (tfx_bsl's
+# ParseCSVLine). A blank record is skipped; one of a different number of cells than the
+# header fails the run. The check below makes the same records and the same parse, so what
+# it passes ExampleGen reads as the user wrote it; it names the first line that would not be.
+# To stay fast, lines are taken in blocks and the work on each runs in C loops; a block that
+# fails is parsed again record by record, as ExampleGen parses it, to name the line.
+
+# Characters of lines read at a time.
+_BLOCK_CHARS = 4 * 1024 * 1024
+
+
+def _check_csv_rows(path: Path, width: int) -> None:
+    """Fails (one line: the file, the line, what is wrong, the fix) unless ExampleGen parses
+    every record of the file into `width` cells, and at least one."""
+    rows = 0
+    pending: list[str] = []  # the lines of a record whose quotes are still open
+    number = 2  # the next line's number: the header is line 1
+    try:
+        with open(path, encoding=csv_header.ENCODING, newline="\n") as handle:
+            handle.readline()
+            while lines := handle.readlines(_BLOCK_CHARS):
+                records, starts = _records(lines, pending, number)
+                number += len(lines)
+                rows += _count_rows(path, records, starts, width)
+    except UnicodeDecodeError:
+        _check_utf8(path)  # names the byte
+        raise
+    if pending:
+        raise ConfigError(f"{path}, line {number - len(pending)}: a quoted field opens there and never closes "
+                          "(an odd number of '\"' from there to the end of the file); close it, or quote the "
+                          "field and double each '\"' in it (\"12\"\" pizza\"), as pandas' to_csv writes it")
+    # ExampleGen skips blank lines: a file of a header and blank lines has no rows.
+    if not rows:
+        raise ConfigError(f"{path} has a header but no rows; remove it or add rows")
+
+
+def _records(lines: list[str], pending: list[str], number: int) -> tuple[list[str], Sequence[int]]:
+    """ExampleGen's records among lines (the first is line `number`), and the line each starts
+    on. pending holds the lines of a record still open before them, and is left holding
+    those of one still open after them (TFX's _CsvLineBuffer)."""
+    quoted = compress(lines, map(operator.contains, lines, repeat('"')))
+    if not pending and not any(map((1).__and__, map(str.count, quoted, repeat('"')))):
+        return lines, range(number, number + len(lines))
+    records: list[str] = []
+    starts: list[int] = []
+    for index, line in enumerate(lines):
+        odd = line.count('"') & 1
+        if not pending and not odd:
+            records.append(line)
+            starts.append(number + index)
+            continue
+        pending.append(line)  # an open record holds an odd number of '"': an odd count closes it
+        if len(pending) > 1 and odd:
+            records.append("".join(pending))
+            starts.append(number + index + 1 - len(pending))
+            pending.clear()
+    return records, starts
+
+
+def _count_rows(path: Path, records: list[str], starts: Sequence[int], width: int) -> int:
+    """The rows (records not blank) among records; fails, naming the first record ExampleGen
+    would not parse into `width` cells."""
+    # Parsed as one stream, with a blank line after: a record the csv module reads on into
+    # the next (where ExampleGen would read the same record again) leaves a row fewer.
+    try:
+        cells = Counter(map(len, csv.reader(chain(records, ("\n",)), delimiter=csv_header.DELIMITER)))
+    except csv.Error:
+        cells = Counter()
+    if cells.total() != len(records) + 1 or cells.keys() - {0, width}:
+        raise ConfigError(_first_problem(path, records, starts, width))
+    return len(records) + 1 - cells[0]
+
+
+def _first_problem(path: Path, records: list[str], starts: Sequence[int], width: int) -> str:
+    """What is wrong with the first record ExampleGen would not parse into `width` cells
+    as the csv module reads the file, parsing each record alone as ExampleGen does."""
+    unpaired = ("its quotes do not pair up as CSV's do (a '\"' inside a field not quoted?); quote such a "
+                "field and double each '\"' in it (\"12\"\" pizza\"), as pandas' to_csv writes it")
+    for record, start in zip(records, starts):
+        end = start + record.count("\n", 0, len(record) - 1)
+        where = f"{path}, line {start}" if end == start else \
+            f"{path}, lines {start}-{end} (one row to ExampleGen: a '\"' opens a quoted field over them)"
+        # tfx_bsl gives the reader the record again and again while it reads on (which may
+        # never end): twice tells.
+        reader = csv.reader(repeat(record, 2), delimiter=csv_header.DELIMITER)
+        try:
+            cells = next(reader)
+        except csv.Error as err:
+            if end > start:
+                return f"{where}: {unpaired}"
+            if "new-line" in str(err):
+                return (f"{where}: a carriage return (\\r) inside a field not quoted, where ExampleGen ends "
+                        "lines only at \\n; save the file with \\n or \\r\\n line ends, or quote the field")
+            return (f"{where}: Python's csv module fails on it ({err}); write it as CSV (e.g. with pandas: "
+                    "df.to_csv(path, index=False))")
+        if reader.line_num > 1:
+            return f"{where}: {unpaired}"
+        if cells and len(cells) != width:
+            return (f"{where} has {len(cells)} field{'s' if len(cells) != 1 else ''} but the header has "
+                    f"{width}; give every row {width} comma-separated fields, and quote a field that holds "
+                    "a comma (\"Oslo, Norway\")")
+    return f"{path} holds a row ExampleGen cannot parse; write it as CSV (e.g. with pandas: df.to_csv(path))"
 
 
 # Bytes read at a time when checking that a CSV file is UTF-8 text.
@@ -208,6 +334,9 @@ def check_table(root: Path, fmt: str) -> list[str]:
                               f"give every {fmt.upper()} file in the data root the same {what}")
     if fmt == "parquet":
         _check_parquet_types(files)
+    else:
+        for path in files:
+            _check_csv_rows(path, len(first))
     return first
 
 

@@ -16,7 +16,7 @@ def _example_gen(config: PipelineConfig):
 
 
 @pytest.mark.parametrize("fmt, pattern, executor", [
-    ("csv", "*.csv", "tfx.components.example_gen.csv_example_gen.executor"),
+    ("csv", "*.csv", "components.csv_example_gen.executor"),
     ("parquet", "*.parquet", "components.parquet_example_gen.executor"),
 ])
 def test_example_gen_reads_only_the_formats_files(tmp_path, fmt, pattern, executor):

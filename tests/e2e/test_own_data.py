@@ -6,8 +6,10 @@ the data rows, not with the project's client."""
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -73,14 +75,16 @@ def example(row: pd.Series, types: dict[str, str]) -> bytes:
 FEATURE_TYPES = {ID: "bytes", CHARGES: "float", TENURE: "int", PLAN: "bytes", SEATS: "int", REGION: "bytes"}
 
 
-def init_and_run(tmp_path: Path, frame: pd.DataFrame, label: str, fmt: str) -> tuple[Path, Path, str]:
-    """`turbotfx init` on the table, then `turbotfx run` on the file it wrote; returns the
-    dataset file, the pushed model and init's output."""
+def init_and_run(tmp_path: Path, frame: pd.DataFrame, label: str, fmt: str,
+                 **to_csv: Any) -> tuple[Path, Path, str]:
+    """`turbotfx init` on the table (a CSV written with pandas' to_csv and these options),
+    then `turbotfx run` on the file it wrote; returns the dataset file, the pushed model and
+    init's output."""
     data_root = tmp_path / "data"
     data_root.mkdir()
     table = frame.drop(columns=[CHURNED if label == SPEND else SPEND])
     if fmt == "csv":
-        table.to_csv(data_root / "part-0.csv", index=False)
+        table.to_csv(data_root / "part-0.csv", index=False, **to_csv)
     else:
         table.to_parquet(data_root / "part-0.parquet", index=False)
     home = tmp_path / "ws"
@@ -155,6 +159,24 @@ def test_binary_csv_table(tmp_path):
     diff = turbotfx("diff", str(older), str(newer), "--format", "json", home=tmp_path / "ws")
     assert diff.exit_code == 0, diff.output
     assert set(json.loads(diff.stdout)["dataset"]) == {"fingerprint"}
+
+
+def test_a_csv_with_a_byte_order_mark_and_every_field_quoted(tmp_path):
+    # Excel's "CSV UTF-8" starts with a byte-order mark; R's write.csv and other RFC 4180
+    # writers quote every field, names too; a value may hold a comma and quotes.
+    frame = customers(seed=1)
+    frame[PLAN] = frame[PLAN].replace({"pro": 'pro, "annual"'})
+    _, model_dir, init_output = init_and_run(tmp_path, frame, CHURNED, "csv",
+                                             encoding="utf-8-sig", quoting=csv.QUOTE_ALL)
+    written = (tmp_path / "data" / "part-0.csv").read_bytes()
+    assert written.startswith(b'\xef\xbb\xbf"customer id","Monthly Charges"') and b'"pro, ""annual"""' in written
+    assert "binary" in init_output
+    # The model takes the columns by their names as written, without the mark or quotes,
+    # and the quoted values as they were: rows of each class are mostly predicted as it.
+    labels = np.array([label.decode() for label in serving_default(model_dir, frame)["label"]])
+    for cls in ("yes", "no"):
+        rows = frame[CHURNED].to_numpy() == cls
+        assert (labels[rows] == cls).mean() > 0.7, cls
 
 
 def test_regression_parquet_table(tmp_path):
