@@ -3,13 +3,15 @@ own floor and the ones below, never from one above (tests/test_architecture.py c
 
   ground      errors (user-fixable errors), atomic (files that appear whole), schemas
               (curated schemas as ImportSchemaGen reads them), store/url (store URLs, pure
-              Python), datasets/ (dataset files: load, validate, the built-ins; infer: what
-              `turbotfx init` decides), tables (the user's CSV or Parquet files, checks)
+              Python), store/integrity and store/backup (a SQLite store checked; its last
+              good copy), datasets/ (dataset files: load, validate, the built-ins; infer:
+              what `turbotfx init` decides), tables (the user's CSV or Parquet files, checks)
   config      config (PipelineConfig), data (a run's input: generated or checked), synthetic
   definition  pipeline (create_pipeline), deployment (local vs compiled), vertex;
               store/connection (the MLMD store, ml_metadata)
   use         runners/ (local, kubeflow, submit, Beam settings), provenance/ (questions
-              answered from MLMD: lineage, runs, diff, summary, render)
+              answered from MLMD: lineage, runs, diff, summary, render, pushes,
+              run_state), serving_state (the serving directory reconciled with MLMD)
   cli/        the `turbotfx` command line: the only floor that prints
 
 Keras 2 (tf_keras) is what TFT and TFMA expect: pin it before any import touches tf.keras.

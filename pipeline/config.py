@@ -146,8 +146,9 @@ class PipelineConfig:
                  f"{self.accumulation_steps} (each step trains on an equal micro-batch)")
         _require(self.tensorboard_histogram_freq >= 0,
                  f"histogram frequency must be 0 or more, got {self.tensorboard_histogram_freq}")
-        _require(self.profile_batches == "" or re.fullmatch(r"\d+,\d+", self.profile_batches) is not None,
-                 f"profile batches {self.profile_batches!r} must be START,END (e.g. 2,4) or empty")
+        _require(_profile_range_ok(self.profile_batches),
+                 f"profile batches {self.profile_batches!r} must be START,END with 1 <= START <= END "
+                 "(Keras counts training batches from 1), e.g. 2,4; or empty for no profiling")
         if self.metadata_url:
             parse_url(self.metadata_url)
         _require(self.train_buckets >= 1 and self.eval_buckets >= 1,
@@ -169,6 +170,15 @@ class PipelineConfig:
         if self.max_metric_drop is not None:
             _require(self.max_metric_drop >= 0 and (not self.higher_is_better or self.max_metric_drop <= 1),
                      f"max {metric} drop must be 0 or more (at most 1 for a fraction), got {self.max_metric_drop}")
+
+
+def _profile_range_ok(text: str) -> bool:
+    """What the Trainer's Keras TensorBoard callback profiles: batches START to END, counted
+    from 1 (it refuses END < START; START 0 would never match a batch)."""
+    if text == "":
+        return True
+    match = re.fullmatch(r"(\d+),(\d+)", text)
+    return match is not None and 1 <= int(match[1]) <= int(match[2])
 
 
 def _require(condition: bool, message: str) -> None:

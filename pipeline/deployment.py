@@ -68,6 +68,9 @@ class Deployment:
     vertex_endpoint: VertexEndpoint | None = None
     # Node id -> kfp ResourceSpec (PipelineDeploymentConfig.PipelineContainerSpec.ResourceSpec).
     resources: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    # Kubeflow's and Vertex's compilers turn a Resolver into their own tasks and know only
+    # TFX's strategies: there the baseline is TFX's latest blessed model.
+    python_resolvers: bool = True
 
     @property
     def serving_on_filesystem(self) -> bool:

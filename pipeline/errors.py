@@ -23,3 +23,8 @@ def first_line(value: object) -> str:
     """The first line of an error (or of a server's reason text), else the value's type name."""
     text = str(value or "").strip()
     return text.splitlines()[0] if text else type(value).__name__
+
+
+class Interrupted(Exception):
+    """The user stopped a command (Ctrl-C, SIGTERM); the message says what state it left.
+    The CLI prints it as one line and exits with 130, as a shell does for SIGINT."""

@@ -13,7 +13,6 @@ import tensorflow_model_analysis as tfma
 # eight seconds of start-up that a local run never uses.
 from tfx.components.evaluator.component import Evaluator
 from tfx.components.example_gen.component import FileBasedExampleGen
-from tfx.components.example_gen.csv_example_gen.component import CsvExampleGen
 from tfx.components.example_validator.component import ExampleValidator
 from tfx.components.pusher.component import Pusher
 from tfx.components.schema_gen.import_schema_gen.component import ImportSchemaGen
@@ -31,6 +30,9 @@ import trainer_module
 from components.anomaly_gate.component import AnomalyGate
 from components.atomic_pusher import executor as atomic_pusher
 from components.atomic_pusher import keys as pusher_keys
+from components.baseline_model import strategy as baseline_strategy
+from components.baseline_model.strategy import LatestPushedModelStrategy
+from components.csv_example_gen.component import CsvExampleGen
 from components.parquet_example_gen import executor as parquet_executor
 from components.reporting_evaluator import executor as reporting_evaluator
 from components.reporting_evaluator import keys as evaluator_keys
@@ -47,6 +49,8 @@ from trainer_module import features
 
 PREPROCESSING_FN = "trainer_module.preprocessing.preprocessing_fn"
 RUN_FN = "trainer_module.train.run_fn"
+# The node id kept from TFX's examples: runs, caches and compiled task names refer to it.
+BASELINE_RESOLVER_ID = "latest_blessed_model_resolver"
 # What preprocessing_fn runs: an edit elsewhere (the model, run_fn) keeps Transform cached.
 TRANSFORM_SOURCES = ("preprocessing.py", "features.py", "autograph.py", "__init__.py")
 
@@ -129,11 +133,7 @@ def create_pipeline(
     # after a Vertex AI Training job.
     trainer.executor_spec = executor_spec.ExecutorClassSpec(trainer_executor(deployment))
     add_exec_property(trainer, trainer_keys.EPOCHS_KEY, deployment.epochs)
-    model_resolver = Resolver(
-        strategy_class=LatestBlessedModelStrategy,
-        model=Channel(type=standard_artifacts.Model),
-        model_blessing=Channel(type=standard_artifacts.ModelBlessing),
-    ).with_id("latest_blessed_model_resolver")
+    model_resolver = baseline_resolver(deployment, trainer)
     evaluator = Evaluator(
         examples=example_gen.outputs["examples"],
         model=trainer.outputs["model"],
@@ -192,6 +192,25 @@ def create_pipeline(
     )
 
 
+def baseline_resolver(deployment: Deployment, trainer: Trainer) -> Resolver:
+    """The Evaluator's baseline: the latest blessed and pushed model other than the candidate
+    (components/baseline_model); compiled pipelines get TFX's latest blessed model."""
+    if deployment.python_resolvers:
+        resolver = Resolver(
+            strategy_class=LatestPushedModelStrategy,
+            **{baseline_strategy.MODEL_KEY: Channel(type=standard_artifacts.Model),
+               baseline_strategy.PUSHED_MODEL_KEY: Channel(type=standard_artifacts.PushedModel),
+               baseline_strategy.CANDIDATE_KEY: trainer.outputs["model"]},
+        )
+    else:
+        resolver = Resolver(
+            strategy_class=LatestBlessedModelStrategy,
+            model=Channel(type=standard_artifacts.Model),
+            model_blessing=Channel(type=standard_artifacts.ModelBlessing),
+        )
+    return resolver.with_id(BASELINE_RESOLVER_ID)
+
+
 def add_exec_property(component: base_component.BaseComponent, key: str, value: Setting) -> None:
     """Adds a top-level exec property that our executor reads.
 
@@ -236,8 +255,9 @@ def code_fingerprint(sources: tuple[str, ...] | None = None) -> str:
 
 
 def example_gen_for(fmt: str, data_root: Setting, output_config: example_gen_pb2.Output):
-    """CSV through CsvExampleGen; Parquet through FileBasedExampleGen with our executor (TFX's
-    own turns zeros into missing values: see components/parquet_example_gen).
+    """CSV through CsvExampleGen with our executor (TFX's own keeps a byte-order mark and quotes
+    in the header's names: see components/csv_example_gen); Parquet through FileBasedExampleGen
+    with our executor (TFX's own turns zeros into missing values: see components/parquet_example_gen).
 
     Only the format's files are read (TFX's default pattern, '*', would take a dataset file
     kept beside the data, a .DS_Store or a subfolder too), as pipeline/tables.py checks them.

@@ -19,7 +19,7 @@ from google.protobuf import text_format
 from tensorflow_serving.config import model_server_config_pb2
 
 from pipeline.atomic import atomic_path
-from pipeline.errors import ConfigError
+from pipeline.errors import ConfigError, first_line
 from serving import push
 
 CONFIG_FILE = "models.config"
@@ -46,15 +46,37 @@ def config_path(serving_root: str | Path) -> Path:
 
 
 def read_config(serving_root: str | Path) -> model_server_config_pb2.ModelServerConfig:
+    """The parsed config (empty when there is none); one ServingConfigError when it is not
+    a config TF Serving would read, so nothing is pushed or relabelled on top of it."""
     path = config_path(serving_root)
     config = model_server_config_pb2.ModelServerConfig()
-    if path.is_file():
+    if path.is_dir():
+        raise ServingConfigError(f"{path} is a directory, not TF Serving's model config; move it away "
+                                 "(turbotfx rebuilds the config from the metadata store's push records)")
+    if path.exists():
         try:
-            text_format.Parse(path.read_text(), config)
-        except text_format.ParseError as err:
-            raise ServingConfigError(f"{path} is not a valid TF Serving model config ({err}); "
-                                     "fix or remove it, then push again") from None
+            text_format.Parse(path.read_bytes().decode("utf-8"), config)
+        except (text_format.ParseError, UnicodeDecodeError) as err:
+            raise ServingConfigError(f"{path} is not a valid TF Serving model config ({first_line(err)}); "
+                                     "restore it, or move it away and turbotfx rebuilds it from the metadata "
+                                     "store's push records") from None
     return config
+
+
+def config_snapshot(serving_root: str | Path) -> bytes | None:
+    """The config file's bytes as they are now (None: no file), to put back if a push fails."""
+    path = config_path(serving_root)
+    return path.read_bytes() if path.is_file() else None
+
+
+def restore_snapshot(serving_root: str | Path, snapshot: bytes | None) -> None:
+    """Puts the config back as config_snapshot found it, in one rename (or removes it)."""
+    path = config_path(serving_root)
+    if snapshot is None:
+        path.unlink(missing_ok=True)
+        return
+    with atomic_path(path) as temporary:
+        Path(temporary).write_bytes(snapshot)
 
 
 def write_config(serving_root: str | Path, config: model_server_config_pb2.ModelServerConfig) -> Path:
@@ -101,6 +123,40 @@ def rollback(serving_root: str | Path, model_name: str) -> ModelStatus:
     _serve_labelled(entry)
     write_config(serving_root, config)
     return status(serving_root, model_name)
+
+
+def set_labels(serving_root: str | Path, model_name: str, labels: dict[str, int],
+               server_root: str = SERVER_ROOT) -> ModelStatus:
+    """Writes the labels as given (a config rebuilt from the metadata store's records)."""
+    config = read_config(serving_root)
+    entry = _entry(config, model_name, server_root)
+    entry.version_labels.clear()
+    entry.version_labels.update(labels)
+    _serve_labelled(entry)
+    write_config(serving_root, config)
+    return status(serving_root, model_name)
+
+
+def drop_version(serving_root: str | Path, model_name: str, version: int) -> bool:
+    """Takes a version out of the config (labels pointing at it fall back to the other
+    label, or go); True when the config changed."""
+    config = read_config(serving_root)
+    entry = next((c for c in config.model_config_list.config if c.name == model_name), None)
+    if entry is None or version not in set(entry.version_labels.values()) | set(entry.model_version_policy.specific.versions):
+        return False
+    labels = {label: v for label, v in entry.version_labels.items() if v != version}
+    if labels and len(labels) == 1:
+        # One label left: the other points at the same version, as after a first push.
+        only = next(iter(labels.values()))
+        labels = {STABLE: only, CANARY: only}
+    if labels:
+        entry.version_labels.clear()
+        entry.version_labels.update(labels)
+        _serve_labelled(entry)
+    else:
+        config.model_config_list.config.remove(entry)
+    write_config(serving_root, config)
+    return True
 
 
 def status(serving_root: str | Path, model_name: str) -> ModelStatus:

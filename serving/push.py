@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Iterable
 
 TEMP_PREFIX = ".push-"
+# Where versions no push record accounts for are moved: a hidden name TF Serving never loads.
+SET_ASIDE_DIR = ".set-aside"
 
 
 class PushError(Exception):
@@ -76,6 +78,24 @@ def remove_stale_staging(model_dir: str | os.PathLike) -> list[Path]:
     return stale
 
 
+def remove_version(model_dir: str | os.PathLike, version: int) -> None:
+    """Deletes one version; it leaves the served names in one rename, never half-deleted."""
+    doomed = Path(model_dir) / f"{TEMP_PREFIX}delete-{version}-{uuid.uuid4().hex[:8]}"
+    os.rename(Path(model_dir) / str(version), doomed)
+    shutil.rmtree(doomed, ignore_errors=True)
+
+
+def set_aside(model_dir: str | os.PathLike, version: int) -> Path:
+    """Moves a version out of TF Serving's sight, intact, for a person to inspect or delete."""
+    aside = Path(model_dir) / SET_ASIDE_DIR
+    aside.mkdir(exist_ok=True)
+    target = aside / str(version)
+    if target.exists():
+        target = aside / f"{version}-{uuid.uuid4().hex[:8]}"
+    os.rename(Path(model_dir) / str(version), target)
+    return target
+
+
 def apply_retention(model_dir: str | os.PathLike, keep: int, protected: Iterable[int] = ()) -> list[int]:
     """Deletes the oldest versions beyond the newest `keep`, never a protected one
     (the versions labelled stable or canary); returns the deleted versions."""
@@ -86,10 +106,7 @@ def apply_retention(model_dir: str | os.PathLike, keep: int, protected: Iterable
     kept = set(existing[-keep:]) | protected
     deleted = [v for v in existing if v not in kept]
     for version in deleted:
-        # Rename first: a version directory vanishes in one step, never half-deleted.
-        doomed = Path(model_dir) / f"{TEMP_PREFIX}delete-{version}"
-        os.rename(Path(model_dir) / str(version), doomed)
-        shutil.rmtree(doomed)
+        remove_version(model_dir, version)
     return deleted
 
 

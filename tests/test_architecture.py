@@ -129,7 +129,7 @@ PIPELINE_FLOORS = (
      "pipeline.datasets", "pipeline.tables"),
     ("pipeline.config", "pipeline.data", "pipeline.synthetic"),
     ("pipeline.store.connection", "pipeline.deployment", "pipeline.vertex", "pipeline.pipeline"),
-    ("pipeline.runners", "pipeline.provenance"),
+    ("pipeline.runners", "pipeline.provenance", "pipeline.serving_state"),
     ("pipeline.cli",),
 )
 
@@ -189,7 +189,8 @@ def test_benchmarks_import_no_test_code():
 LIGHT_MODULES = ("pipeline.cli", "pipeline.errors", "pipeline.config", "pipeline.datasets", "pipeline.store.url",
                  "serving.contract",
                  "components.reporting_trainer.keys", "components.reporting_evaluator.keys",
-                 "components.serving_check.keys", "components.atomic_pusher.keys")
+                 "components.serving_check.keys", "components.atomic_pusher.keys",
+                 "pipeline.tables", "components.csv_example_gen.header")
 
 
 @pytest.mark.parametrize("module", LIGHT_MODULES)

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 from pipeline import data, datasets
 from tests.conftest import turbotfx
+from tests.test_store_damage import make_store, overwrite_middle
 
 
 def _serving_versions(home) -> list:
@@ -25,6 +30,8 @@ def _serving_versions(home) -> list:
         (["run", "--metadata-url", "mysql://mlmd:hunter2@127.0.0.1/md"], "TURBOTFX_METADATA_PASSWORD instead"),
         (["run", "--metadata-url", "oracle://u@h/db"], "unsupported scheme"),
         (["run", "--min-accuracy", "2"], "blessing threshold on accuracy must be in [0, 1]"),
+        (["run", "--profile-batches", "4,2"], "profile batches '4,2' must be START,END with 1 <= START <= END"),
+        (["runs", "--limit", "-1"], "argument --limit: must be at least 0, got -1"),
     ],
 )
 def test_invalid_flags(tmp_path, args, message):
@@ -87,3 +94,37 @@ def test_unreachable_metadata_server_stops_the_run_before_any_work(tmp_path):
     assert result.exit_code == 2
     assert f"cannot open the metadata store at mysql://mlmd@127.0.0.1:{port}/md" in result.output
     assert not (tmp_path / "data").exists() and not _serving_versions(tmp_path)
+
+
+def test_a_run_on_a_damaged_store_stops_before_any_work_and_leaves_the_file_as_it_was(tmp_path):
+    store = tmp_path / "metadata" / "turbotfx.sqlite"
+    make_store(store, runs=2)
+    overwrite_middle(store)
+    damaged = store.read_bytes()
+    result = turbotfx("run", home=tmp_path)
+    assert result.exit_code == 2
+    assert result.output.startswith(f"turbotfx: error: the metadata store {store} is damaged (corrupt")
+    assert result.output.count("\n") == 1, "one line"
+    assert store.read_bytes() == damaged
+    assert not (tmp_path / "data").exists() and not _serving_versions(tmp_path)
+
+
+def test_a_lock_path_that_is_a_directory_stops_the_run_with_one_line(tmp_path):
+    lock = tmp_path / "metadata" / "turbotfx.sqlite.lock"
+    lock.mkdir(parents=True)
+    result = turbotfx("run", home=tmp_path)
+    assert result.exit_code == 2
+    assert result.output == (f"turbotfx: error: the lock file {lock} of the SQLite metadata store is a "
+                             f"directory; remove it (rmdir {lock}) and run again\n")
+
+
+@pytest.mark.parametrize("args", [["--help"], ["runs", "--help"]], ids=["help", "runs-help"])
+def test_a_reader_that_goes_away_is_no_traceback(args, tmp_path):
+    """`turbotfx ... | head`: the pipe closes before turbotfx writes."""
+    process = subprocess.Popen([sys.executable, "-m", "pipeline.cli", *args], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, env={**os.environ, "TURBOTFX_HOME": str(tmp_path)})
+    process.stdout.close()
+    stderr = process.stderr.read().decode()
+    process.wait(timeout=60)
+    assert "Traceback" not in stderr and "BrokenPipe" not in stderr and "Exception ignored" not in stderr, stderr
+    assert process.returncode in (0, 141)

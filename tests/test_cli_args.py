@@ -71,3 +71,16 @@ def test_workspace_commands_name_home_dataset_and_model(argv, tmp_path):
     config = cli_args.workspace_config(args)
     assert (config.home_path, config.dataset, config.model_name) == (tmp_path.resolve(), "synthetic", "churn")
     assert config.serving_dir == tmp_path.resolve() / "serving" / "churn"
+
+
+@pytest.mark.parametrize("limit", ["-1", "-20"])
+def test_runs_refuses_a_negative_limit(limit, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        build_parser().parse_args(["runs", "--limit", limit])
+    assert exit_.value.code == 2
+    assert f"argument --limit: must be at least 0, got {limit}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("limit, expected", [("0", 0), ("1", 1), ("50", 50)])  # 0: every run
+def test_runs_takes_a_limit_of_zero_or_more(limit, expected):
+    assert build_parser().parse_args(["runs", "--limit", limit]).limit == expected

@@ -30,6 +30,8 @@ def test_defaults_are_valid_and_place_everything_under_home(tmp_path):
         ({"accumulation_steps": 0}, "accumulation steps must be at least 1"),
         ({"batch_size": 30, "accumulation_steps": 4}, "must be a multiple of accumulation steps 4"),
         ({"profile_batches": "2-4"}, "must be START,END"),
+        ({"profile_batches": "4,2"}, "'4,2' must be START,END with 1 <= START <= END"),
+        ({"profile_batches": "0,3"}, "'0,3' must be START,END with 1 <= START <= END"),
         ({"rows": 1000}, "--rows sizes the synthetic dataset only"),
         ({"dataset": "synthetic", "rows": 10}, "rows must be at least 100"),
     ],
@@ -78,3 +80,8 @@ def test_each_dataset_brings_its_defaults_and_explicit_values_win(tmp_path):
     tuned = PipelineConfig(home=str(tmp_path), dataset="synthetic", rows=5000, epochs=7, batch_size=64)
     assert (tuned.epochs, tuned.batch_size, tuned.learning_rate) == (7, 64, synthetic.learning_rate)
     assert tuned.data_path.name == "rows-5000"
+
+
+@pytest.mark.parametrize("text", ["", "1,1", "2,4", "10,100"])
+def test_profile_batch_ranges_the_keras_profiler_takes(text, tmp_path):
+    assert PipelineConfig(home=str(tmp_path), profile_batches=text).profile_batches == text

@@ -89,3 +89,12 @@ def test_server_stores_are_not_locked(tmp_path) -> None:
     url = "mysql://mlmd@127.0.0.1:3306/md"
     with connection.exclusive_run(url), connection.exclusive_run(url):
         pass
+
+
+def test_a_lock_path_that_is_a_directory_is_one_clear_error(tmp_path) -> None:
+    (tmp_path / "store.sqlite.lock").mkdir()
+    with pytest.raises(connection.StoreLockError) as err:
+        with connection.exclusive_run(store_url.sqlite_url(tmp_path / "store.sqlite")):
+            pass
+    assert str(err.value) == (f"the lock file {tmp_path}/store.sqlite.lock of the SQLite metadata store is a "
+                              f"directory; remove it (rmdir {tmp_path}/store.sqlite.lock) and run again")

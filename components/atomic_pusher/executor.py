@@ -11,6 +11,7 @@ warmup requests go into assets.extra/ of the pushed copy, where TF Serving repla
 from __future__ import annotations
 
 import json
+import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -21,8 +22,8 @@ from tfx.proto import pusher_pb2
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import io_utils, proto_utils
 
-from components.atomic_pusher.keys import DEFAULT_KEEP_VERSIONS, KEEP_VERSIONS_KEY
-from serving import model_config, push, warmup
+from components.atomic_pusher.keys import DEFAULT_KEEP_VERSIONS, KEEP_VERSIONS_KEY, SERVING_LABELS
+from serving import model_config, publish, push, warmup
 
 
 class Executor(pusher_executor.Executor):
@@ -49,12 +50,17 @@ class Executor(pusher_executor.Executor):
 
         model_path = self.GetModelPath(input_dict)
         model_dir = Path(destination.filesystem.base_directory)
+        serving_root, model_name = model_dir.parent, model_dir.name
         push.remove_stale_staging(model_dir)
-        version, serving_path = push.push(model_path, model_dir, extra_files=_warmup_files(input_dict))
-        model_config.record_push(model_dir.parent, model_dir.name, version)
-        push.apply_retention(model_dir, keep, model_config.protected_versions(model_dir.parent, model_dir.name))
-
-        io_utils.copy_dir(model_path, model_push.uri)  # the archive copy TFX's Pusher keeps too
+        # The archive copy first: a full disk fails here, before the server sees anything.
+        io_utils.copy_dir(model_path, model_push.uri)
+        version, serving_path, labels = publish.push_and_label(model_path, model_dir, _warmup_files(input_dict))
+        try:
+            push.apply_retention(model_dir, keep, model_config.protected_versions(serving_root, model_name))
+        except OSError as err:  # the push stands; old versions stay until the next one
+            logging.warning("retention in %s failed: %s", model_dir, err)
+        # What the metadata store records: the labels let a lost models.config be rebuilt.
+        model_push.set_string_custom_property(SERVING_LABELS, json.dumps(labels, sort_keys=True))
         self._MarkPushed(model_push, pushed_destination=str(serving_path), pushed_version=str(version))
 
 

@@ -10,3 +10,7 @@ DEFAULT_KEEP_VERSIONS = 5
 PUSHED = "pushed"
 PUSHED_VERSION = "pushed_version"
 PUSHED_DESTINATION = "pushed_destination"
+# JSON {"stable": version, "canary": version} on the PushedModel: the labels the push left.
+SERVING_LABELS = "serving_labels"
+# The execution type `turbotfx serving promote | rollback` records label changes under.
+LABEL_CHANGE_TYPE = "turbotfx.ServingLabelChange"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from pipeline import config as config_lib
 from pipeline.config import PipelineConfig
@@ -163,13 +163,28 @@ def add_pipeline_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--histogram-freq", type=int,
                         help="epochs between TensorBoard weight histograms, 0 for none "
                              f"(default: {defaults['tensorboard_histogram_freq']})")
-    parser.add_argument("--profile-batches", help="TensorBoard-profile batches START,END, e.g. 2,4")
+    parser.add_argument("--profile-batches", help="TensorBoard-profile batches START,END, 1 <= START <= END, "
+                                                  "e.g. 2,4")
 
 
 def _builtin_datasets() -> tuple[str, ...]:
     from pipeline import datasets
 
     return datasets.builtin_names()
+
+
+def int_at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse type: an integer no smaller than minimum."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        return value
+
+    return parse
 
 
 def _split(text: str) -> tuple[int, int]:
@@ -223,10 +238,11 @@ def store_from_args(args: argparse.Namespace) -> metadata_store.MetadataStore:
 
 
 def open_query_store(url: str) -> metadata_store.MetadataStore:
-    """Opens a store to read, with MLMD's C++ connection logs kept off the terminal."""
+    """Opens a store to read, with MLMD's C++ connection logs kept off the terminal. A
+    missing SQLite file is an error, never a new empty store (a mistyped --metadata-url)."""
     # Read when MLMD's library loads, just below: the answer (and any error, with its
     # cause) is ours to print.
     os.environ.setdefault("GLOG_minloglevel", "3")
     from pipeline.store import connection
 
-    return connection.open_store(url)
+    return connection.open_store(url, create=False)

@@ -4,11 +4,15 @@ handles them. Run with `turbotfx` or `python -m pipeline.cli`."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Sequence
 
 from pipeline.cli import deploy, init, provenance, run, schema, serve
-from pipeline.errors import ConfigError
+from pipeline.errors import ConfigError, Interrupted
+
+# What a shell reports for a process ended by SIGINT, and by SIGPIPE.
+INTERRUPTED_EXIT, BROKEN_PIPE_EXIT = 130, 141
 
 # In the order `turbotfx --help` lists them.
 COMMAND_MODULES = (init, run, provenance, deploy, serve, schema)
@@ -25,9 +29,32 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
     try:
-        return args.handler(args)
+        try:
+            args = build_parser().parse_args(argv)
+        except SystemExit:  # --help or a usage error: what it printed must reach the reader
+            sys.stdout.flush()
+            raise
+        code = args.handler(args)
+        sys.stdout.flush()  # a reader that went away shows here, not at interpreter exit
+        return code
     except ConfigError as err:
         print(f"turbotfx: error: {err}", file=sys.stderr)
         return 2
+    except Interrupted as err:
+        print(f"turbotfx: {err}", file=sys.stderr)
+        return INTERRUPTED_EXIT
+    except KeyboardInterrupt:
+        print("turbotfx: interrupted", file=sys.stderr)
+        return INTERRUPTED_EXIT
+    except BrokenPipeError:
+        # The reader went away (`turbotfx runs | head`): stop quietly, as cat does.
+        _silence_stdout()
+        return BROKEN_PIPE_EXIT
+
+
+def _silence_stdout() -> None:
+    """Python would report the broken pipe again when it flushes stdout at exit."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)

@@ -23,7 +23,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     runs = commands.add_parser("runs", help="list pipeline runs: status, duration, blessing metric, blessing, push")
     cli_args.add_store_args(runs)
     runs.add_argument("--pipeline-name", help="only this pipeline's runs (default: all)")
-    runs.add_argument("--limit", type=int, default=20, help="newest runs to show, 0 for all (default: 20)")
+    runs.add_argument("--limit", type=cli_args.int_at_least(0), default=20,
+                      help="newest runs to show, 0 for all (default: 20)")
     cli_args.add_format(runs)
     runs.set_defaults(handler=handle)
 
@@ -48,7 +49,11 @@ def handle(args: argparse.Namespace) -> int:
         formats = {"json": _json, "dot": render.lineage_dot, "text": render.lineage_text}
         print(formats[args.format](found))
     elif args.command == "runs":
-        listed = runs.list_runs(store, args.pipeline_name, args.limit or None)
+        from pipeline.store import connection
+
+        # A run still RUNNING whose process is gone was killed: shown as ABORTED.
+        live = connection.run_may_be_live(cli_args.query_store_url(args))
+        listed = runs.list_runs(store, args.pipeline_name, args.limit or None, live_runs_possible=live)
         print(_json(listed) if args.format == "json" else render.runs_text(listed))
     else:
         types = lineage.TypeNames(store)

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import datetime
+import errno
+import signal
 import sys
 import time
+from typing import Iterator
 
 from pipeline import config as config_lib
 from pipeline.cli import args as cli_args
 from pipeline.config import PipelineConfig
-from pipeline.errors import innermost_cause
+from pipeline.errors import Interrupted, innermost_cause
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -32,21 +37,29 @@ def handle(args: argparse.Namespace) -> int:
 
 def run_pipeline(config: PipelineConfig, verbose: bool = False) -> int:
     """Runs everything; returns the process exit code (0 only when the run completed)."""
-    from pipeline.store import connection
+    from pipeline.store import backup, connection
 
     config_lib.ensure_writable_home(config)
     with connection.exclusive_run(config.metadata_store_url):
-        if config.metadata_url:
-            # Fail before any work when the store cannot be reached, naming the URL.
-            connection.open_store(config.metadata_url)
-        return _run(config, verbose)
+        # Fail before any work when the store cannot be reached or its SQLite file is damaged.
+        connection.check_store(config.metadata_store_url)
+        code = _run(config, verbose)
+        if code == 0:  # a SQLite store's copy to restore should it be damaged later
+            try:
+                backup.keep_last_good_copy(config.metadata_store_url)
+            except backup.LastGoodCopyError as err:  # the run itself completed
+                print(f"turbotfx: warning: {err}", file=sys.stderr)
+        return code
 
 
 def _run(config: PipelineConfig, verbose: bool) -> int:
     from pipeline import data
     from pipeline.cli import console as console_lib
+    from pipeline.provenance import run_state
 
     data_root = data.prepare_data(config)
+    store, recovered = _recover(config)
+    run_id = datetime.datetime.now().isoformat()  # TFX's form: the local start time
     started = time.perf_counter()
     with console_lib.session(config.log_path, verbose) as console:
         # Imported inside the session: TF, Beam and Google client libraries warn on import.
@@ -54,16 +67,26 @@ def _run(config: PipelineConfig, verbose: bool) -> int:
 
         console.line(f"turbotfx: pipeline {config.pipeline_name!r} on {data_root}")
         console.line(f"  workspace {config.home_path}  (logs: {config.log_path})")
+        for line in recovered:
+            console.line(f"  recovered: {line}")
         if config.enable_cache and not local.cache_enabled(config):
             console.line("  cache: off on a PostgreSQL store (MLMD 1.16 loses cached outputs there "
                          "intermittently); use MySQL or SQLite for cached reruns")
         failure = None
         try:
-            mode = local.run(config, data_root)
+            with _terminate_as_interrupt():
+                run_state.begin(store, run_id)
+                mode = local.run(config, data_root, run_id)
             console.line(f"  beam: {mode} DirectRunner")
+        except KeyboardInterrupt:
+            console.abort_line()
+            run_state.abort_unfinished(store, run_id)
+            raise Interrupted(f"interrupted: run {run_id} is marked ABORTED; run the same command again "
+                              "to resume (completed components are cached)") from None
         except Exception as err:  # any component failure: reported below with its cause
             console.abort_line()
             failure = err
+        run_state.finish(store, run_id)
         summary = _latest_summary(config)
         if summary:
             console.line(summary.format())
@@ -84,6 +107,38 @@ def _run(config: PipelineConfig, verbose: bool) -> int:
     return 0
 
 
+def _recover(config: PipelineConfig):
+    """Before the run: runs a kill left unfinished are marked aborted, and the serving
+    directory is brought into agreement with the push records (serving/reconcile.py).
+    Returns the store and a line per thing put right."""
+    from pipeline import serving_state
+    from pipeline.provenance import run_state
+    from pipeline.store import connection
+    from pipeline.store.url import parse_url
+
+    store = connection.open_store(config.metadata_store_url)
+    # Under exclusive_run no other run can be writing a SQLite store: unfinished is dead.
+    single_writer = parse_url(config.metadata_store_url).scheme == "sqlite"
+    lines = []
+    if single_writer:
+        lines += [f"run {run} ended without completing: marked ABORTED" for run in run_state.abort_unfinished(store)]
+    lines += serving_state.reconcile_serving(config, store, live_runs_possible=not single_writer).messages()
+    return store, lines
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM (a CI runner, `kill`) ends the run the way Ctrl-C does: marked, resumable."""
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def _latest_summary(config: PipelineConfig):
     from pipeline.provenance import summary
     from pipeline.store import connection
@@ -95,4 +150,12 @@ def _latest_summary(config: PipelineConfig):
 def _cause(error: BaseException) -> str:
     """The innermost exception's message: TFX wraps executor errors in its own."""
     error = innermost_cause(error)
+    if _out_of_space(error):
+        return ("no space left on the device holding the workspace or the serving directory; free space "
+                "(or use --home on a larger disk) and run again: completed components are cached")
     return str(error).strip() or type(error).__name__
+
+
+def _out_of_space(error: BaseException) -> bool:
+    """ENOSPC as Python raises it, or as TF's file system reports it in a message."""
+    return getattr(error, "errno", None) == errno.ENOSPC or "No space left on device" in str(error)

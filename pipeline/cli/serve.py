@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -26,9 +27,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         cli_args.add_model_name(action, "model directory under the serving root (default: the dataset's)")
         if name == "promote":
             action.add_argument("version", nargs="?", type=int, help="version to label stable (default: the canary)")
+        cli_args.add_metadata_url(action, "MLMD store whose push records the serving directory is checked "
+                                          "against (default: the workspace's SQLite store)")
         if name == "status":
-            cli_args.add_metadata_url(action, "MLMD store to look the versions up in "
-                                              "(default: the workspace's SQLite store)")
             cli_args.add_format(action)
     serving.set_defaults(handler=handle_serving)
 
@@ -58,25 +59,49 @@ def handle_serving(args: argparse.Namespace) -> int:
 
     config = cli_args.workspace_config(args)
     serving_root, name = config.serving_dir.parent, config.serving_dir.name
+    store = _reconciled_store(args, config)
     if args.serving_command == "promote":
         current = model_config.promote(serving_root, name, args.version)
     elif args.serving_command == "rollback":
         current = model_config.rollback(serving_root, name)
     else:
         current = model_config.status(serving_root, name)
-    report = _report(current, _origins(args, current.versions) if args.serving_command == "status" else {})
+    if store is not None and args.serving_command != "status":
+        from pipeline.provenance import pushes
+
+        # A lost models.config is rebuilt with these labels (serving/reconcile.py).
+        pushes.record_label_change(store, name, current.stable, current.canary)
+    origins = {}
+    if store is not None and args.serving_command == "status":
+        from pipeline.provenance import lineage
+
+        origins = lineage.pushed_origins(store, current.versions)
+    report = _report(current, origins)
     print(json.dumps(report, indent=2) if getattr(args, "format", "text") == "json" else _text(report, serving_root))
     return 0
 
 
-def _origins(args: argparse.Namespace, versions: list[int]) -> dict[int, dict[str, Any]]:
-    """Model artifact and pipeline run of each version, from MLMD (when a store exists)."""
+def _reconciled_store(args: argparse.Namespace, config):
+    """The store (None when no run has made one), after the serving directory was brought
+    into agreement with its push records; what that changed goes to stderr."""
     url = cli_args.query_store_url(args)
     if url is None:
-        return {}
-    from pipeline.provenance import lineage
+        return None
+    from pipeline import serving_state
+    from pipeline.store import connection
 
-    return lineage.pushed_origins(cli_args.open_query_store(url), versions)
+    try:
+        store = cli_args.open_query_store(url)
+    except connection.DamagedStoreError as err:
+        if args.serving_command != "status":
+            raise  # a label change checked against no records could serve an orphan
+        # Status still lists what is on disk, unchecked against the records.
+        print(f"turbotfx: warning: {err}; versions below are not checked against push records", file=sys.stderr)
+        return None
+    result = serving_state.reconcile_serving(config, store, connection.run_may_be_live(url))
+    for line in result.messages():
+        print(f"turbotfx: {line}", file=sys.stderr)
+    return store
 
 
 def _report(current, origins: dict[int, dict[str, Any]]) -> dict[str, Any]:
@@ -138,7 +163,12 @@ def _predict(args: argparse.Namespace, config) -> tuple[list, str]:
     versions = push.versions(config.serving_dir)
     if not versions:
         raise ConfigError(f"no pushed model under {config.serving_dir}: run the pipeline first (`turbotfx run`)")
-    model_dir = config.serving_dir / str(versions[-1])
+    from serving import model_config
+
+    # The canary (the newest push unless rolled back) is what models.config serves; a
+    # newer directory it does not name is a push that never completed.
+    canary = model_config.status(config.serving_dir.parent, config.serving_dir.name).canary
+    model_dir = config.serving_dir / str(canary if canary in versions else versions[-1])
     return predict_in_process(model_dir, schema, rows), str(model_dir)
 
 

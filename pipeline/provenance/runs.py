@@ -11,9 +11,11 @@ from pipeline.provenance.summary import pipeline_of, summarize
 
 
 def list_runs(
-    store: metadata_store.MetadataStore, pipeline_name: str | None = None, limit: int | None = None
+    store: metadata_store.MetadataStore, pipeline_name: str | None = None, limit: int | None = None,
+    live_runs_possible: bool = True,
 ) -> list[dict[str, Any]]:
-    """The pipeline runs, newest first: status, timing, key metric, blessing, pushed version."""
+    """The pipeline runs, newest first: status, timing, key metric, blessing, pushed version.
+    live_runs_possible: False when no run can be executing, so unfinished means aborted."""
     types = TypeNames(store)
     runs = sorted(store.get_contexts_by_type(RUN_CONTEXT), key=lambda c: c.id, reverse=True)
     listed = []
@@ -21,7 +23,8 @@ def list_runs(
         pipeline = pipeline_of(store, types, run)
         if pipeline_name and pipeline != pipeline_name:
             continue
-        listed.append(summarize(store, run, types, pipeline=pipeline).as_row())
+        listed.append(summarize(store, run, types, pipeline=pipeline,
+                                 live_runs_possible=live_runs_possible).as_row())
         if limit and len(listed) >= limit:
             break
     return listed

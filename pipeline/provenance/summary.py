@@ -16,6 +16,7 @@ from ml_metadata.proto import metadata_store_pb2 as mlmd_pb
 from components.atomic_pusher import keys as pusher_keys
 from components.reporting_evaluator import keys as evaluator_keys
 from components.serving_check import keys as check_keys
+from pipeline.provenance import run_state
 from pipeline.provenance.lineage import (
     NODE_CONTEXT,
     OUTPUT,
@@ -25,9 +26,8 @@ from pipeline.provenance.lineage import (
     TypeNames,
     prefixed_properties,
 )
+from pipeline.provenance.run_state import UNFINISHED_STATES
 from serving.contract import LATENCY_BATCH_SIZES, latency_key
-
-_UNFINISHED = (mlmd_pb.Execution.NEW, mlmd_pb.Execution.RUNNING, mlmd_pb.Execution.UNKNOWN)
 
 
 @dataclasses.dataclass
@@ -41,7 +41,7 @@ class ComponentRun:
 class RunSummary:
     run_id: str
     pipeline: str | None
-    status: str  # COMPLETE, FAILED or RUNNING
+    status: str  # COMPLETE, FAILED, ABORTED or RUNNING
     start_ms: int
     end_ms: int
     components: list[ComponentRun]  # empty unless asked for (one query per execution)
@@ -104,7 +104,8 @@ class RunSummary:
         return "\n".join(lines)
 
 
-def latest_run(store: metadata_store.MetadataStore, pipeline_name: str) -> RunSummary | None:
+def latest_run(store: metadata_store.MetadataStore, pipeline_name: str,
+               live_runs_possible: bool = True) -> RunSummary | None:
     """The newest run of the pipeline, with its components."""
     types = TypeNames(store)
     # A run context without a pipeline parent is taken as this pipeline's.
@@ -112,7 +113,8 @@ def latest_run(store: metadata_store.MetadataStore, pipeline_name: str) -> RunSu
     if not runs:
         return None
     run = max(runs, key=lambda c: (c.create_time_since_epoch, c.id))
-    return summarize(store, run, types, pipeline=pipeline_name, with_components=True)
+    return summarize(store, run, types, pipeline=pipeline_name, with_components=True,
+                     live_runs_possible=live_runs_possible)
 
 
 def pipeline_of(store: metadata_store.MetadataStore, types: TypeNames, run: mlmd_pb.Context) -> str | None:
@@ -127,14 +129,20 @@ def summarize(
     types: TypeNames,
     pipeline: str | None = None,
     with_components: bool = False,
+    live_runs_possible: bool = True,
 ) -> RunSummary:
-    """What one pipeline run did: three queries, plus one per execution with_components."""
+    """What one pipeline run did: three queries, plus one per execution with_components.
+    live_runs_possible: False when no run can be executing (the SQLite store's run lock is
+    free), so an unfinished run is one that was killed."""
     executions = sorted(store.get_executions_by_context(run.id), key=lambda e: (e.create_time_since_epoch, e.id))
     states = {e.last_known_state for e in executions}
-    if mlmd_pb.Execution.FAILED in states:
-        status = "FAILED"
-    elif states & set(_UNFINISHED) or not executions:
-        status = "RUNNING"
+    recorded = run_state.recorded_state(run)
+    if mlmd_pb.Execution.FAILED in states or (recorded == run_state.FINISHED and not executions):
+        status = "FAILED"  # ended on its own before any component ran: it failed to start
+    elif mlmd_pb.Execution.CANCELED in states or recorded == run_state.ABORTED:
+        status = "ABORTED"  # pipeline/provenance/run_state.py
+    elif states & set(UNFINISHED_STATES) or not executions or recorded == run_state.RUNNING:
+        status = "RUNNING" if live_runs_possible else "ABORTED"
     else:
         status = "COMPLETE"
     start = min((e.create_time_since_epoch for e in executions), default=run.create_time_since_epoch)

@@ -93,6 +93,7 @@ def deployment(config: PipelineConfig, options: CompileOptions) -> Deployment:
         vertex_training=options.vertex_training,
         vertex_endpoint=options.vertex_endpoint,
         resources=options.resources,
+        python_resolvers=False,
     )
 
 

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime
 from pathlib import Path
 
+from tfx.dsl.compiler import constants as compiler_constants
 from tfx.orchestration.local.local_dag_runner import LocalDagRunner
+from tfx.orchestration.portable import runtime_parameter_utils
 
 from pipeline import data
 from pipeline.config import MULTI_PROCESS_THRESHOLD_BYTES, PipelineConfig
@@ -49,7 +52,26 @@ def cache_enabled(config: PipelineConfig) -> bool:
     return config.enable_cache
 
 
-def run(config: PipelineConfig, data_root: Path) -> str:
+class _NamedRunDagRunner(LocalDagRunner):
+    """LocalDagRunner with the run id chosen by the caller (TFX's is the start time), so an
+    interrupted run can be found and marked aborted."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__()
+        self.run_id = run_id
+
+    def run_with_ir(self, pipeline, run_options=None) -> None:
+        runtime_parameter_utils.substitute_runtime_parameter(
+            pipeline, {compiler_constants.PIPELINE_RUN_ID_PARAMETER_NAME: self.run_id})
+        super().run_with_ir(pipeline, run_options)
+
+
+def new_run_id() -> str:
+    """TFX's own form: the local start time, ISO 8601."""
+    return datetime.datetime.now().isoformat()
+
+
+def run(config: PipelineConfig, data_root: Path, run_id: str | None = None) -> str:
     """Runs the pipeline to completion (raises on a failed component); returns the Beam mode."""
     from pipeline.pipeline import create_pipeline
 
@@ -61,5 +83,5 @@ def run(config: PipelineConfig, data_root: Path) -> str:
         beam_pipeline_args=beam_pipeline_args(mode),
         metadata_connection_config=metadata_config(config),
     )
-    LocalDagRunner().run(pipeline)
+    _NamedRunDagRunner(run_id or new_run_id()).run(pipeline)
     return mode

@@ -1,0 +1,79 @@
+"""What the metadata store records about serving: each completed push (version and the
+labels it left) and each label change made by `turbotfx serving promote | rollback`.
+The record serving/reconcile.py holds the serving directory to."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from pathlib import Path
+
+from ml_metadata.metadata_store import metadata_store
+from ml_metadata.proto import metadata_store_pb2 as mlmd_pb
+
+from components.atomic_pusher import keys as pusher_keys
+from pipeline.provenance.lineage import PUSHED_FILTER
+
+_LIVE_STATES = (mlmd_pb.Execution.NEW, mlmd_pb.Execution.RUNNING)
+_MODEL, _STABLE, _CANARY = "model_name", "stable", "canary"
+
+
+@dataclasses.dataclass
+class PushHistory:
+    versions: set[int]  # every version a completed push recorded
+    labels: dict[str, int] | None  # the labels last recorded (push or label change)
+    # Start (epoch seconds) of a Pusher that has not finished: its version may not be recorded yet.
+    in_flight_since: int | None = None
+
+
+def push_history(store: metadata_store.MetadataStore, model_name: str, live_runs_possible: bool) -> PushHistory:
+    """The records for one model (the serving directory's name). live_runs_possible: False
+    when no run can be writing (the SQLite store's run lock is free), so an unfinished
+    Pusher is a dead one."""
+    history = PushHistory(set(), None)
+    latest_labels_ms = -1
+    options = metadata_store.ListOptions(filter_query=PUSHED_FILTER)
+    for pushed in store.get_artifacts(list_options=options):
+        properties = pushed.custom_properties
+        if Path(properties[pusher_keys.PUSHED_DESTINATION].string_value).parent.name != model_name:
+            continue
+        version = properties[pusher_keys.PUSHED_VERSION].string_value
+        if version.isdigit():
+            history.versions.add(int(version))
+        if pusher_keys.SERVING_LABELS in properties and pushed.create_time_since_epoch > latest_labels_ms:
+            latest_labels_ms = pushed.create_time_since_epoch
+            history.labels = json.loads(properties[pusher_keys.SERVING_LABELS].string_value)
+    for change in _executions_of_type(store, pusher_keys.LABEL_CHANGE_TYPE):
+        properties = change.custom_properties
+        if properties[_MODEL].string_value == model_name and change.create_time_since_epoch > latest_labels_ms:
+            latest_labels_ms = change.create_time_since_epoch
+            history.labels = {_STABLE: properties[_STABLE].int_value, _CANARY: properties[_CANARY].int_value}
+    if live_runs_possible:
+        starts = [e.create_time_since_epoch for e in _pusher_executions(store) if e.last_known_state in _LIVE_STATES]
+        history.in_flight_since = min(starts) // 1000 if starts else None
+    return history
+
+
+def record_label_change(store: metadata_store.MetadataStore, model_name: str, stable: int, canary: int) -> None:
+    """Records the labels a promote or rollback left, so a lost models.config is rebuilt with them."""
+    execution_type = mlmd_pb.ExecutionType(name=pusher_keys.LABEL_CHANGE_TYPE)
+    type_id = store.put_execution_type(execution_type)
+    execution = mlmd_pb.Execution(type_id=type_id, last_known_state=mlmd_pb.Execution.COMPLETE,
+                                  name=f"{model_name}@{time.time_ns()}")
+    execution.custom_properties[_MODEL].string_value = model_name
+    execution.custom_properties[_STABLE].int_value = stable
+    execution.custom_properties[_CANARY].int_value = canary
+    store.put_executions([execution])
+
+
+def _executions_of_type(store: metadata_store.MetadataStore, type_name: str) -> list[mlmd_pb.Execution]:
+    if not any(t.name == type_name for t in store.get_execution_types()):
+        return []
+    return store.get_executions_by_type(type_name)
+
+
+def _pusher_executions(store: metadata_store.MetadataStore) -> list[mlmd_pb.Execution]:
+    """Executions of any Pusher component (TFX names the type by the component's class)."""
+    names = [t.name for t in store.get_execution_types() if t.name.rsplit(".", 1)[-1] == "Pusher"]
+    return [e for name in names for e in store.get_executions_by_type(name)]

@@ -1,0 +1,70 @@
+"""Runs that ended without completing (a kill, Ctrl-C, a crash) are shown so, not left
+RUNNING. `turbotfx run` registers the run's context itself before TFX does (TFX reuses a
+context of that name), marked running, and marks it finished or aborted at the end; a kill
+leaves it marked running with no process alive, which `runs` shows as ABORTED and the next
+run records so. Unfinished executions of an aborted run become CANCELED with a mark."""
+
+from __future__ import annotations
+
+from ml_metadata import errors as mlmd_errors
+from ml_metadata.metadata_store import metadata_store
+from ml_metadata.proto import metadata_store_pb2 as mlmd_pb
+
+from pipeline.provenance.lineage import RUN_CONTEXT
+
+UNFINISHED_STATES = (mlmd_pb.Execution.NEW, mlmd_pb.Execution.RUNNING, mlmd_pb.Execution.UNKNOWN)
+ABORTED_MARK = "turbotfx_aborted"
+# On the run's context: where a `turbotfx run` got to.
+RUN_STATE = "turbotfx_run_state"
+RUNNING, FINISHED, ABORTED = "running", "finished", "aborted"
+
+
+def begin(store: metadata_store.MetadataStore, run_id: str) -> None:
+    """Registers the run's context, marked running, before its first component starts."""
+    try:
+        type_id = store.get_context_type(RUN_CONTEXT).id
+    except mlmd_errors.NotFoundError:
+        type_id = store.put_context_type(mlmd_pb.ContextType(name=RUN_CONTEXT))
+    run = mlmd_pb.Context(type_id=type_id, name=run_id)
+    run.custom_properties[RUN_STATE].string_value = RUNNING
+    store.put_contexts([run])
+
+
+def finish(store: metadata_store.MetadataStore, run_id: str) -> None:
+    """The run ended on its own (completed, or a component failed)."""
+    _set_state(store, run_id, FINISHED)
+
+
+def recorded_state(run: mlmd_pb.Context) -> str | None:
+    """running, finished or aborted; None for a run turbotfx did not start (e.g. Kubeflow)."""
+    return run.custom_properties[RUN_STATE].string_value if RUN_STATE in run.custom_properties else None
+
+
+def abort_unfinished(store: metadata_store.MetadataStore, run_id: str | None = None) -> list[str]:
+    """Marks one run aborted (an interrupted one), or every run still marked running or with
+    unfinished executions (only when no run can be alive, e.g. under the SQLite store's run
+    lock); returns the runs marked."""
+    if run_id is None:
+        runs = store.get_contexts_by_type(RUN_CONTEXT)
+    else:
+        found = store.get_context_by_type_and_name(RUN_CONTEXT, run_id)
+        runs = [found] if found is not None else []
+    touched = []
+    for run in runs:
+        unfinished = [e for e in store.get_executions_by_context(run.id) if e.last_known_state in UNFINISHED_STATES]
+        for execution in unfinished:
+            execution.last_known_state = mlmd_pb.Execution.CANCELED
+            execution.custom_properties[ABORTED_MARK].int_value = 1
+        if unfinished:
+            store.put_executions(unfinished)
+        if unfinished or run_id is not None or recorded_state(run) == RUNNING:
+            _set_state(store, run.name, ABORTED)
+            touched.append(run.name)
+    return touched
+
+
+def _set_state(store: metadata_store.MetadataStore, run_id: str, state: str) -> None:
+    run = store.get_context_by_type_and_name(RUN_CONTEXT, run_id)
+    if run is not None:
+        run.custom_properties[RUN_STATE].string_value = state
+        store.put_contexts([run])

@@ -1,0 +1,179 @@
+"""Runs and pushes that end badly: a kill, Ctrl-C, a full disk, a lost or damaged
+models.config, a version nothing recorded. The state after is either complete or shows
+what happened, and the next command puts it right (README, "Recovery")."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pipeline.config import PipelineConfig
+from pipeline.store.url import sqlite_url
+from serving import model_config, push
+from tests.conftest import FAST_RUN_ARGS, turbotfx
+
+pytestmark = pytest.mark.e2e
+
+
+def _start_run(home: Path, *args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "pipeline.cli", "run", *FAST_RUN_ARGS, *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "TURBOTFX_HOME": str(home)})
+
+
+def _wait_for_line(process: subprocess.Popen, text: str, timeout: float = 300) -> None:
+    """Reads the run's stdout until a line holds text (the console prints a line per component)."""
+    deadline = time.monotonic() + timeout
+    for line in process.stdout:
+        if text in line:
+            return
+        assert time.monotonic() < deadline, f"no {text!r} within {timeout}s"
+    pytest.fail(f"the run ended before printing {text!r}: {process.stderr.read()}")
+
+
+def _runs(home: Path) -> list[dict]:
+    result = turbotfx("runs", "--format", "json", home=home)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def _states(home: Path) -> dict[str, str]:
+    from pipeline.provenance import summary
+    from pipeline.store.connection import open_store
+
+    config = PipelineConfig(home=str(home))
+    latest = summary.latest_run(open_store(sqlite_url(config.metadata_path)), config.pipeline_name)
+    return {c.node_id: c.state for c in latest.components}
+
+
+def test_ctrl_c_is_one_line_exit_130_and_the_run_resumes(tmp_path):
+    home = tmp_path / "workspace"
+    run = _start_run(home)
+    _wait_for_line(run, "StatisticsGen")
+    run.send_signal(signal.SIGINT)
+    _, stderr = run.communicate(timeout=120)
+    assert run.returncode == 130, stderr
+    assert stderr.strip().count("\n") == 0 and "Traceback" not in stderr, stderr
+    assert "interrupted" in stderr and "ABORTED" in stderr
+    assert [r["status"] for r in _runs(home)] == ["ABORTED"]
+
+    resumed = turbotfx("run", *FAST_RUN_ARGS, home=home)
+    assert resumed.exit_code == 0, resumed.output
+    states = _states(home)
+    assert states["CsvExampleGen"] == states["StatisticsGen"] == "CACHED", states  # what finished is reused
+    assert [r["status"] for r in _runs(home)] == ["COMPLETE", "ABORTED"]
+
+
+def test_a_killed_run_shows_aborted_and_the_next_run_records_it(tmp_path):
+    home = tmp_path / "workspace"
+    run = _start_run(home)
+    _wait_for_line(run, "AnomalyGate")  # Transform, the longest step, starts next
+    run.send_signal(signal.SIGKILL)
+    run.wait(timeout=60)
+    # Nothing marked it, but no process holds the store: `runs` knows it is dead.
+    assert [r["status"] for r in _runs(home)] == ["ABORTED"]
+
+    rerun = turbotfx("run", *FAST_RUN_ARGS, home=home)
+    assert rerun.exit_code == 0, rerun.output
+    assert "ended without completing: marked ABORTED" in rerun.output
+    assert [r["status"] for r in _runs(home)] == ["COMPLETE", "ABORTED"]
+    assert len(push.versions(rerun.config.serving_dir)) == 1
+
+
+def test_a_full_disk_at_the_push_leaves_no_trace_and_the_rerun_compares_with_the_served_model(
+        first_run_copy, tmp_path):
+    # A private mount namespace (util-linux unshare): the small disk exists for this command only.
+    assert subprocess.run(["unshare", "-rm", "true"]).returncode == 0, "unshare -rm must work here"
+    home = first_run_copy.home
+    keep = tmp_path / "serving-copy"
+    config = first_run_copy.config
+    served_model = _pushed_model_ids(home)
+    serving_root = config.serving_dir.parent
+    before = {p.name for p in config.serving_dir.iterdir()}
+    config_before = model_config.config_path(serving_root).read_bytes()
+    used_kib = int(subprocess.run(["du", "-sk", str(serving_root)], capture_output=True, text=True).stdout.split()[0])
+    # The serving root on a tmpfs with room for what is there and not for another version:
+    # the new model's copy fails for want of space, as on a full disk.
+    script = (f'mkdir "{keep}" && cp -a "{serving_root}/." "{keep}" && mount -t tmpfs -o size={used_kib + 64}k tmpfs "{serving_root}" '
+              f'&& cp -a "{keep}/." "{serving_root}" && "{sys.executable}" -m pipeline.cli run {" ".join(FAST_RUN_ARGS)} '
+              f'--epochs 6; echo "exit=$?"; ls -a "{config.serving_dir}"; echo ---; cat "{serving_root}/models.config"')
+    full = subprocess.run(["unshare", "-rm", "sh", "-c", script],
+                          capture_output=True, text=True, timeout=900, env={**os.environ, "TURBOTFX_HOME": str(home)})
+    output = full.stdout + full.stderr
+    assert "exit=1" in output, output
+    assert "Pusher failed: no space left on the device" in output and "Traceback" not in output, output
+    listing, _, config_text = output.partition("---")
+    assert {n for n in listing.split() if n.isdigit()} == before  # no new version, no orphan
+    assert config_text.strip() == config_before.decode().strip()
+    assert _runs(home)[0]["pushed_version"] is None
+
+    # The rerun (same flags: cached Trainer, blessed last time but never pushed) compares
+    # the candidate with the model that is served, not with itself, and pushes it once.
+    rerun = turbotfx("run", *FAST_RUN_ARGS, "--epochs", "6", home=home)
+    assert rerun.exit_code == 0, rerun.output
+    assert _states(home)["Trainer"] == "CACHED"
+    candidate, baseline = _evaluator_models(home)
+    assert baseline == served_model[-1] and candidate != baseline
+    assert len(push.versions(config.serving_dir)) == len(before) + 1
+
+
+def _pushed_model_ids(home: Path) -> list[int]:
+    """Ids of the models the store records as pushed, oldest first."""
+    from pipeline.provenance import lineage
+    from pipeline.store.connection import open_store
+
+    config = PipelineConfig(home=str(home))
+    store = open_store(sqlite_url(config.metadata_path))
+    return sorted(o["model_id"] for o in lineage.pushed_origins(store, push.versions(config.serving_dir)).values())
+
+
+def _evaluator_models(home: Path) -> tuple[int, int | None]:
+    """(candidate, baseline) model ids of the latest Evaluator execution."""
+    from ml_metadata.proto import metadata_store_pb2 as mlmd_pb
+
+    from pipeline.provenance.lineage import event_key
+    from pipeline.store.connection import open_store
+
+    config = PipelineConfig(home=str(home))
+    store = open_store(sqlite_url(config.metadata_path))
+    evaluator = max((e for t in store.get_execution_types() if t.name.endswith(".Evaluator")
+                     for e in store.get_executions_by_type(t.name)), key=lambda e: e.id)
+    inputs = {event_key(e): e.artifact_id for e in store.get_events_by_execution_ids([evaluator.id])
+              if e.type == mlmd_pb.Event.INPUT}
+    return inputs["model"], inputs.get("baseline_model")
+
+
+def test_serving_commands_reconcile_orphans_and_a_lost_config(first_run_copy):
+    home = first_run_copy.home
+    config = first_run_copy.config
+    serving_root = config.serving_dir.parent
+    [recorded] = push.versions(config.serving_dir)
+    orphan = recorded + 1000  # a version directory no push record accounts for
+    shutil.copytree(config.serving_dir / str(recorded), config.serving_dir / str(orphan))
+
+    refused = turbotfx("serving", "promote", str(orphan), home=home)
+    assert refused.exit_code == 2 and "Traceback" not in refused.output
+    assert f"set aside version {orphan}" in refused.output and f"version {orphan} of 'penguins' is not in" in refused.output
+    assert push.versions(config.serving_dir) == [recorded]
+    assert (config.serving_dir / push.SET_ASIDE_DIR / str(orphan) / "saved_model.pb").is_file()
+
+    model_config.config_path(serving_root).unlink()
+    status = turbotfx("serving", "status", "--format", "json", home=home)
+    assert status.exit_code == 0, status.output
+    assert "rebuilt" in status.output
+    report = json.loads(status.stdout)
+    assert (report["stable"], report["canary"], report["served"]) == (recorded, recorded, [recorded])
+    assert report["versions"][0]["model_id"] is not None
+
+    model_config.config_path(serving_root).write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00garbage")
+    damaged = turbotfx("serving", "status", home=home)
+    assert damaged.exit_code == 2, damaged.output
+    assert damaged.output.count("\n") == 1 and "not a valid TF Serving model config" in damaged.output

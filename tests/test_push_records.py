@@ -1,0 +1,114 @@
+"""What the metadata store says about pushes, labels and unfinished runs, read back from a
+hand-built SQLite MLMD store laid out as TFX lays it out (tests/test_run_summary.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from ml_metadata.proto import metadata_store_pb2 as mlmd_pb
+
+from components.atomic_pusher import keys as pusher_keys
+from pipeline.provenance import pushes, run_state, runs, summary
+from pipeline.store import connection
+from pipeline.store.url import sqlite_url
+from tests.test_run_summary import Store, pushed_model
+
+PUSHER = "pusher.component.Pusher"  # Store names the type tfx.components.<node>, as TFX does
+
+
+def labelled_push(version: str, stable: int, model: str = "penguins"):
+    artifact = pushed_model(version)
+    artifact.set_string_custom_property("pushed_destination", f"/somewhere/serving/{model}/{version}")
+    artifact.set_string_custom_property(pusher_keys.SERVING_LABELS,
+                                        json.dumps({"stable": stable, "canary": int(version)}))
+    return artifact
+
+
+def test_history_has_every_pushed_version_and_the_latest_labels(tmp_path) -> None:
+    store = Store(tmp_path / "store.sqlite")
+    run = store.run("run-1")
+    store.execution(run, PUSHER, outputs=[labelled_push("100", stable=100)])
+    store.execution(run, PUSHER, outputs=[labelled_push("200", stable=100)])
+    store.execution(run, PUSHER, outputs=[pushed_model(None)])  # not blessed: nothing pushed
+    store.execution(run, PUSHER, outputs=[labelled_push("300", stable=300, model="other")])
+
+    history = pushes.push_history(store.mlmd, "penguins", live_runs_possible=False)
+    assert history.versions == {100, 200}
+    assert history.labels == {"stable": 100, "canary": 200}
+
+    pushes.record_label_change(store.mlmd, "penguins", stable=200, canary=200)  # a later promote
+    assert pushes.push_history(store.mlmd, "penguins", live_runs_possible=False).labels == {"stable": 200,
+                                                                                          "canary": 200}
+    assert pushes.push_history(store.mlmd, "other", live_runs_possible=False).labels == {"stable": 300,
+                                                                                        "canary": 300}
+
+
+def test_an_unfinished_pusher_marks_a_push_in_flight_only_while_a_run_may_live(tmp_path) -> None:
+    store = Store(tmp_path / "store.sqlite")
+    run = store.run("run-1")
+    store.execution(run, PUSHER, state=mlmd_pb.Execution.RUNNING)
+    [execution] = store.mlmd.get_executions()
+    live = pushes.push_history(store.mlmd, "penguins", live_runs_possible=True)
+    assert live.in_flight_since == execution.create_time_since_epoch // 1000
+    assert pushes.push_history(store.mlmd, "penguins", live_runs_possible=False).in_flight_since is None
+
+
+def test_aborting_marks_only_the_unfinished_executions(tmp_path) -> None:
+    store = Store(tmp_path / "store.sqlite")
+    done, killed = store.run("run-1"), store.run("run-2")
+    store.execution(done, "Trainer")
+    store.execution(killed, "Trainer")
+    store.execution(killed, "Evaluator", state=mlmd_pb.Execution.RUNNING)
+    assert [row["status"] for row in runs.list_runs(store.mlmd)] == ["RUNNING", "COMPLETE"]
+    # Displayed as aborted once no run can be alive, before anything is written.
+    assert [row["status"] for row in runs.list_runs(store.mlmd, live_runs_possible=False)] == ["ABORTED", "COMPLETE"]
+
+    assert run_state.abort_unfinished(store.mlmd, "run-2") == ["run-2"]
+
+    states = sorted(mlmd_pb.Execution.State.Name(e.last_known_state) for e in store.mlmd.get_executions())
+    assert states == ["CANCELED", "COMPLETE", "COMPLETE"]
+    assert [row["status"] for row in runs.list_runs(store.mlmd)] == ["ABORTED", "COMPLETE"]
+    assert summary.latest_run(store.mlmd, "turbotfx").status == "ABORTED"
+    assert run_state.abort_unfinished(store.mlmd) == []  # nothing left to mark
+
+
+def test_a_run_interrupted_between_two_components_is_aborted(tmp_path) -> None:
+    store = Store(tmp_path / "store.sqlite")
+    run = store.run("run-1")
+    store.execution(run, "Trainer")  # finished; Ctrl-C came before the next one started
+    assert summary.latest_run(store.mlmd, "turbotfx").status == "COMPLETE"
+    assert run_state.abort_unfinished(store.mlmd, "run-1") == ["run-1"]
+    assert summary.latest_run(store.mlmd, "turbotfx").status == "ABORTED"
+
+
+def test_a_run_may_be_live_only_while_its_process_is(tmp_path) -> None:
+    url = sqlite_url(tmp_path / "store.sqlite")
+    assert connection.run_may_be_live(url) is False  # no lock file: no run ever held it
+    with connection.exclusive_run(url):
+        assert connection.run_may_be_live(url) is True
+    assert connection.run_may_be_live(url) is False  # released
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    (tmp_path / "store.sqlite.lock").write_text(dead.stdout.strip())  # what a kill -9 leaves
+    assert connection.run_may_be_live(url) is False
+    (tmp_path / "store.sqlite.lock").write_text(str(os.getpid()))
+    assert connection.run_may_be_live(url) is True
+    assert connection.run_may_be_live("mysql://user@127.0.0.1:3306/db") is True  # other machines' runs
+
+
+def test_a_run_killed_between_two_components_is_aborted_once_no_process_holds_the_store(tmp_path) -> None:
+    store = Store(tmp_path / "store.sqlite")
+    run_state.begin(store.mlmd, "run-1")  # what `turbotfx run` registers before TFX starts
+    run = store.mlmd.get_context_by_type_and_name("pipeline_run", "run-1").id
+    store.mlmd.put_parent_contexts([mlmd_pb.ParentContext(child_id=run, parent_id=store.pipeline)])
+    store.execution(run, "Trainer")  # finished; the kill came before the next component registered
+    assert runs.list_runs(store.mlmd)[0]["status"] == "RUNNING"
+    assert runs.list_runs(store.mlmd, live_runs_possible=False)[0]["status"] == "ABORTED"
+    assert run_state.abort_unfinished(store.mlmd) == ["run-1"]  # what the next run records
+    assert runs.list_runs(store.mlmd)[0]["status"] == "ABORTED"
+
+    run_state.begin(store.mlmd, "run-2")
+    run_state.finish(store.mlmd, "run-2")  # ended on its own, nothing executed
+    assert run_state.abort_unfinished(store.mlmd) == []
