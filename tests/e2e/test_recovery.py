@@ -29,12 +29,15 @@ def _start_run(home: Path, *args: str) -> subprocess.Popen:
                             env={**os.environ, "TURBOTFX_HOME": str(home)})
 
 
-def _wait_for_line(process: subprocess.Popen, text: str, timeout: float = 300) -> None:
-    """Reads the run's stdout until a line holds text (the console prints a line per component)."""
+def _wait_for_line(process: subprocess.Popen, text: str, timeout: float = 300) -> str:
+    """Reads the run's stdout until a line holds text (the console prints a line per
+    component); returns what it read."""
     deadline = time.monotonic() + timeout
+    read = ""
     for line in process.stdout:
+        read += line
         if text in line:
-            return
+            return read
         assert time.monotonic() < deadline, f"no {text!r} within {timeout}s"
     pytest.fail(f"the run ended before printing {text!r}: {process.stderr.read()}")
 
@@ -54,25 +57,7 @@ def _states(home: Path) -> dict[str, str]:
     return {c.node_id: c.state for c in latest.components}
 
 
-def test_ctrl_c_is_one_line_exit_130_and_the_run_resumes(tmp_path):
-    home = tmp_path / "workspace"
-    run = _start_run(home)
-    _wait_for_line(run, "StatisticsGen")
-    run.send_signal(signal.SIGINT)
-    _, stderr = run.communicate(timeout=120)
-    assert run.returncode == 130, stderr
-    assert stderr.strip().count("\n") == 0 and "Traceback" not in stderr, stderr
-    assert "interrupted" in stderr and "ABORTED" in stderr
-    assert [r["status"] for r in _runs(home)] == ["ABORTED"]
-
-    resumed = turbotfx("run", *FAST_RUN_ARGS, home=home)
-    assert resumed.exit_code == 0, resumed.output
-    states = _states(home)
-    assert states["CsvExampleGen"] == states["StatisticsGen"] == "CACHED", states  # what finished is reused
-    assert [r["status"] for r in _runs(home)] == ["COMPLETE", "ABORTED"]
-
-
-def test_a_killed_run_shows_aborted_and_the_next_run_records_it(tmp_path):
+def test_killed_and_interrupted_runs_show_aborted_and_resume(tmp_path):
     home = tmp_path / "workspace"
     run = _start_run(home)
     _wait_for_line(run, "AnomalyGate")  # Transform, the longest step, starts next
@@ -81,11 +66,23 @@ def test_a_killed_run_shows_aborted_and_the_next_run_records_it(tmp_path):
     # Nothing marked it, but no process holds the store: `runs` knows it is dead.
     assert [r["status"] for r in _runs(home)] == ["ABORTED"]
 
-    rerun = turbotfx("run", *FAST_RUN_ARGS, home=home)
-    assert rerun.exit_code == 0, rerun.output
-    assert "ended without completing: marked ABORTED" in rerun.output
-    assert [r["status"] for r in _runs(home)] == ["COMPLETE", "ABORTED"]
-    assert len(push.versions(rerun.config.serving_dir)) == 1
+    # The next run records the killed one; Ctrl-C stops it with one line and exit 130.
+    run = _start_run(home)
+    before_interrupt = _wait_for_line(run, "StatisticsGen")
+    run.send_signal(signal.SIGINT)
+    _, stderr = run.communicate(timeout=120)
+    assert "ended without completing: marked ABORTED" in before_interrupt
+    assert run.returncode == 130, stderr
+    assert stderr.strip().count("\n") == 0 and "Traceback" not in stderr, stderr
+    assert "interrupted" in stderr and "ABORTED" in stderr
+    assert [r["status"] for r in _runs(home)] == ["ABORTED", "ABORTED"]
+
+    resumed = turbotfx("run", *FAST_RUN_ARGS, home=home)
+    assert resumed.exit_code == 0, resumed.output
+    states = _states(home)
+    assert states["CsvExampleGen"] == states["StatisticsGen"] == "CACHED", states  # what finished is reused
+    assert [r["status"] for r in _runs(home)] == ["COMPLETE", "ABORTED", "ABORTED"]
+    assert len(push.versions(resumed.config.serving_dir)) == 1
 
 
 def test_a_full_disk_at_the_push_leaves_no_trace_and_the_rerun_compares_with_the_served_model(
