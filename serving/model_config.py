@@ -12,8 +12,11 @@ never reads a half-written config.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import fcntl
 from pathlib import Path
+from typing import Iterator
 
 from google.protobuf import text_format
 from tensorflow_serving.config import model_server_config_pb2
@@ -23,6 +26,8 @@ from pipeline.errors import ConfigError, first_line
 from serving import push
 
 CONFIG_FILE = "models.config"
+# Beside models.config: a hidden name TF Serving never reads.
+LOCK_FILE = ".models.config.lock"
 STABLE, CANARY = "stable", "canary"
 # Where the serving root is mounted inside the tensorflow/serving container (deploy/).
 SERVER_ROOT = "/models"
@@ -43,6 +48,18 @@ class ModelStatus:
 
 def config_path(serving_root: str | Path) -> Path:
     return Path(serving_root) / CONFIG_FILE
+
+
+@contextlib.contextmanager
+def changing(serving_root: str | Path) -> Iterator[None]:
+    """Holds the serving root for one change of its versions or labels (a push, a promote,
+    a reconciliation): each reads, changes and writes models.config, and two at once would
+    lose one's change. Blocks until the holder is done; the lock goes with the process."""
+    path = Path(serving_root) / LOCK_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def read_config(serving_root: str | Path) -> model_server_config_pb2.ModelServerConfig:

@@ -17,19 +17,20 @@ def push_and_label(model_path: str, model_dir: Path, extra_files: dict[str, str]
     (serving/reconcile.py).
     """
     serving_root, model_name = model_dir.parent, model_dir.name
-    # A config that cannot be read fails the push before anything is copied.
-    model_config.read_config(serving_root)
-    snapshot = model_config.config_snapshot(serving_root)
-    version, serving_path = push.push(model_path, model_dir, extra_files=extra_files)
-    try:
-        current = model_config.record_push(serving_root, model_name, version)
-    except BaseException:
-        # Config first, then the directory: a polling server never serves a missing version.
-        with contextlib.suppress(OSError):
-            model_config.restore_snapshot(serving_root, snapshot)
-        with contextlib.suppress(OSError):
-            push.remove_version(model_dir, version)
-        raise
+    with model_config.changing(serving_root):
+        # A config that cannot be read fails the push before anything is copied.
+        model_config.read_config(serving_root)
+        snapshot = model_config.config_snapshot(serving_root)
+        version, serving_path = push.push(model_path, model_dir, extra_files=extra_files)
+        try:
+            current = model_config.record_push(serving_root, model_name, version)
+        except BaseException:
+            # Config first, then the directory: a polling server never serves a missing version.
+            with contextlib.suppress(OSError):
+                model_config.restore_snapshot(serving_root, snapshot)
+            with contextlib.suppress(OSError):
+                push.remove_version(model_dir, version)
+            raise
     labels = {label: value for label, value in ((model_config.STABLE, current.stable),
                                                 (model_config.CANARY, current.canary)) if value is not None}
     return version, serving_path, labels

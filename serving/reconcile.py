@@ -5,6 +5,8 @@ metadata store's PushedModel. A kill or a failed write between them leaves them
 disagreeing; the rules (README, "Recovery"):
   - a version directory no push record accounts for is set aside (<model>/.set-aside/),
     after models.config stops naming it: never served, promoted or counted for retention;
+    unless no record accounts for any version on disk (a new store, or another one than
+    pushed them): then nothing is set aside and the caller is told;
   - a missing models.config entry, or labels an orphan held, are rebuilt from the records:
     the labels last recorded (by a push, a promote or a rollback) where those versions are
     still on disk, else the newest recorded version as both stable and canary.
@@ -26,12 +28,18 @@ class Reconciliation:
     set_aside: list[tuple[int, Path]] = dataclasses.field(default_factory=list)
     rebuilt_labels: dict[str, int] | None = None
     in_flight: list[int] = dataclasses.field(default_factory=list)
+    # Versions left in place because no record accounts for any of them (another store's).
+    unaccounted: list[int] = dataclasses.field(default_factory=list)
 
     def messages(self) -> list[str]:
         """One line per change made, for the user."""
         lines = [f"set aside version {version} of {self.model_dir.name}: no push record in the metadata store "
                  f"accounts for it (a push that never completed); moved to {target}"
                  for version, target in self.set_aside]
+        if self.unaccounted:
+            lines.append(f"none of the {len(self.unaccounted)} versions in {self.model_dir} is in this metadata "
+                         "store's push records (a new store, or another one than pushed them): nothing set aside; "
+                         "use the store that pushed them (--metadata-url), or move the versions away")
         if self.rebuilt_labels:
             labels = ", ".join(f"{label} {version}" for label, version in sorted(self.rebuilt_labels.items()))
             lines.append(f"rebuilt {model_config.config_path(self.model_dir.parent)} from the metadata store's "
@@ -53,9 +61,16 @@ def reconcile(
     model_dir = serving_root / model_name
     result = Reconciliation(model_dir)
     recorded = set(recorded_versions)
+    on_disk = push.versions(model_dir)
+    if on_disk and not recorded & set(on_disk):
+        # Setting every version aside would take down all that is served on the word of
+        # a store that never saw them: say so instead.
+        result.unaccounted = on_disk
+        return result
     if in_flight_since is None:
         push.remove_stale_staging(model_dir)
-    for version in push.versions(model_dir):
+    labelled = _labels(serving_root, model_name)
+    for version in on_disk:
         if version in recorded:
             continue
         if in_flight_since is not None and version >= in_flight_since:
@@ -66,10 +81,16 @@ def reconcile(
     on_disk = [v for v in push.versions(model_dir) if v in recorded]
     labels_lost = model_config.status(serving_root, model_name).canary is None
     # A label an orphan held goes back where the records have it, not to a guess.
-    if on_disk and (labels_lost or (result.set_aside and recorded_labels)):
+    orphan_was_labelled = any(version in labelled for version, _ in result.set_aside)
+    if on_disk and (labels_lost or (orphan_was_labelled and recorded_labels)):
         result.rebuilt_labels = _labels_to_rebuild(recorded_labels or {}, on_disk)
         model_config.set_labels(serving_root, model_name, result.rebuilt_labels)
     return result
+
+
+def _labels(serving_root: Path, model_name: str) -> set[int]:
+    current = model_config.status(serving_root, model_name)
+    return {v for v in (current.stable, current.canary) if v is not None}
 
 
 def _labels_to_rebuild(recorded: dict[str, int], on_disk: list[int]) -> dict[str, int]:

@@ -100,15 +100,48 @@ def test_a_run_may_be_live_only_while_its_process_is(tmp_path) -> None:
 
 def test_a_run_killed_between_two_components_is_aborted_once_no_process_holds_the_store(tmp_path) -> None:
     store = Store(tmp_path / "store.sqlite")
-    run_state.begin(store.mlmd, "run-1")  # what `turbotfx run` registers before TFX starts
+    run_state.begin(store.mlmd, "turbotfx", "run-1")  # what `turbotfx run` registers before TFX starts
     run = store.mlmd.get_context_by_type_and_name("pipeline_run", "run-1").id
-    store.mlmd.put_parent_contexts([mlmd_pb.ParentContext(child_id=run, parent_id=store.pipeline)])
+    assert runs.list_runs(store.mlmd, pipeline_name="turbotfx")[0]["run_id"] == "run-1"  # under its pipeline
     store.execution(run, "Trainer")  # finished; the kill came before the next component registered
     assert runs.list_runs(store.mlmd)[0]["status"] == "RUNNING"
     assert runs.list_runs(store.mlmd, live_runs_possible=False)[0]["status"] == "ABORTED"
     assert run_state.abort_unfinished(store.mlmd) == ["run-1"]  # what the next run records
     assert runs.list_runs(store.mlmd)[0]["status"] == "ABORTED"
 
-    run_state.begin(store.mlmd, "run-2")
+    run_state.begin(store.mlmd, "turbotfx", "run-2")
     run_state.finish(store.mlmd, "run-2")  # ended on its own, nothing executed
     assert run_state.abort_unfinished(store.mlmd) == []
+
+
+def test_a_pusher_unfinished_for_longer_than_a_push_takes_is_not_in_flight(tmp_path, monkeypatch) -> None:
+    store = Store(tmp_path / "store.sqlite")
+    store.execution(store.run("run-1"), PUSHER, state=mlmd_pb.Execution.RUNNING)
+    assert pushes.push_history(store.mlmd, "penguins", live_runs_possible=True).in_flight_since is not None
+    monkeypatch.setattr(pushes, "PUSH_IN_FLIGHT_LIMIT_S", -60)  # as if it had started an hour ago
+    assert pushes.push_history(store.mlmd, "penguins", live_runs_possible=True).in_flight_since is None
+
+
+def test_every_store_of_the_workspace_vouches_for_its_pushes(tmp_path) -> None:
+    """Each --pipeline-name keeps a store of its own and pushes into the one serving directory."""
+    from pipeline import serving_state
+    from pipeline.config import PipelineConfig
+    from serving import model_config, publish
+    from serving import push as push_lib
+    from tests.test_push_transaction import saved_model
+
+    first_config = PipelineConfig(home=str(tmp_path / "ws"))
+    other_config = PipelineConfig(home=str(tmp_path / "ws"), pipeline_name="exp2")
+    source = saved_model(tmp_path / "model")
+    stores = {}
+    for config in (first_config, other_config):
+        version, _, labels = publish.push_and_label(source, config.serving_dir, {})
+        stores[config.pipeline_name] = Store(config.metadata_path)
+        stores[config.pipeline_name].execution(stores[config.pipeline_name].run("run-1"), PUSHER,
+                                               outputs=[labelled_push(str(version), stable=labels["stable"])])
+    versions = push_lib.versions(first_config.serving_dir)
+    for config in (first_config, other_config):
+        result = serving_state.reconcile_serving(config, stores[config.pipeline_name].mlmd, live_runs_possible=False)
+        assert result.set_aside == [] and result.unaccounted == []
+    assert push_lib.versions(first_config.serving_dir) == versions and len(versions) == 2
+    assert model_config.status(first_config.serving_dir.parent, "penguins").canary == versions[-1]

@@ -142,3 +142,45 @@ def test_agreement_changes_nothing(tmp_path) -> None:
     result = reconcile.reconcile(root, MODEL, recorded_versions=set(versions), recorded_labels=None)
     assert result.messages() == []
     assert (root / "models.config").read_bytes() == before
+
+
+def test_versions_no_record_knows_at_all_are_left_in_place(tmp_path) -> None:
+    """A new store, or another one than pushed them: setting everything aside would take
+    down all that serves on the word of a store that never saw it."""
+    source = saved_model(tmp_path / "model")
+    root = tmp_path / "serving"
+    versions = [_push(root, source) for _ in range(2)]
+    before = (root / "models.config").read_bytes()
+    result = reconcile.reconcile(root, MODEL, recorded_versions={12345}, recorded_labels=None)
+    assert result.set_aside == [] and result.unaccounted == versions
+    assert push.versions(root / MODEL) == versions and (root / "models.config").read_bytes() == before
+    assert "nothing set aside" in result.messages()[0]
+
+
+def test_an_unlabelled_orphan_leaves_the_current_labels_alone(tmp_path) -> None:
+    source = saved_model(tmp_path / "model")
+    root = tmp_path / "serving"
+    first, second = _push(root, source), _push(root, source)
+    orphan = first - 1  # unlabelled, older than both
+    (root / MODEL / str(orphan)).mkdir()
+    model_config.promote(root, MODEL, second)  # a promote the records never saw
+    reconcile.reconcile(root, MODEL, recorded_versions={first, second},
+                        recorded_labels={"stable": first, "canary": second})
+    current = model_config.status(root, MODEL)
+    assert (current.stable, current.canary) == (second, second)
+    assert push.versions(root / MODEL) == [first, second]
+
+
+def test_one_change_of_the_serving_root_at_a_time(tmp_path) -> None:
+    """A push, a promote and a reconciliation each read, change and write models.config."""
+    import subprocess
+    import sys
+
+    probe = ("import fcntl, sys; f = open(sys.argv[1], 'a')\n"
+             "try:\n    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB); print('free')\n"
+             "except BlockingIOError:\n    print('held')")
+    lock = tmp_path / model_config.LOCK_FILE
+    with model_config.changing(tmp_path):
+        held = subprocess.run([sys.executable, "-c", probe, str(lock)], capture_output=True, text=True).stdout
+    free = subprocess.run([sys.executable, "-c", probe, str(lock)], capture_output=True, text=True).stdout
+    assert (held.strip(), free.strip()) == ("held", "free")

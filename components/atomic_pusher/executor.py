@@ -54,9 +54,14 @@ class Executor(pusher_executor.Executor):
         push.remove_stale_staging(model_dir)
         # The archive copy first: a full disk fails here, before the server sees anything.
         io_utils.copy_dir(model_path, model_push.uri)
+        # Kept through this push's retention too: until TFX records the push, a failure
+        # sets the new version aside and the old labels are what serves.
+        labelled_before = model_config.protected_versions(serving_root, model_name)
         version, serving_path, labels = publish.push_and_label(model_path, model_dir, _warmup_files(input_dict))
         try:
-            push.apply_retention(model_dir, keep, model_config.protected_versions(serving_root, model_name))
+            with model_config.changing(serving_root):
+                push.apply_retention(model_dir, keep,
+                                     labelled_before | model_config.protected_versions(serving_root, model_name))
         except OSError as err:  # the push stands; old versions stay until the next one
             logging.warning("retention in %s failed: %s", model_dir, err)
         # What the metadata store records: the labels let a lost models.config be rebuilt.

@@ -51,6 +51,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The reader went away (`turbotfx runs | head`): stop quietly, as cat does.
         _silence_stdout()
         return BROKEN_PIPE_EXIT
+    except OSError as err:
+        # The file system refused (permissions, a full disk, a path that is not a folder):
+        # nothing the user gave was wrong, but the one line names the path to look at.
+        where = f": {err.filename}" if err.filename else ""
+        print(f"turbotfx: error: {err.strerror or err}{where}; check that it exists, that you may write it "
+              "and that its disk has space", file=sys.stderr)
+        return 1
 
 
 def _silence_stdout() -> None:

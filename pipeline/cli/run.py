@@ -59,7 +59,8 @@ def _run(config: PipelineConfig, verbose: bool) -> int:
 
     data_root = data.prepare_data(config)
     store, recovered = _recover(config)
-    run_id = datetime.datetime.now().isoformat()  # TFX's form: the local start time
+    # Chosen here, not by TFX, to mark the run if it is interrupted; TFX's form, the local start time.
+    run_id = datetime.datetime.now().isoformat()
     started = time.perf_counter()
     with console_lib.session(config.log_path, verbose) as console:
         # Imported inside the session: TF, Beam and Google client libraries warn on import.
@@ -75,7 +76,7 @@ def _run(config: PipelineConfig, verbose: bool) -> int:
         failure = None
         try:
             with _terminate_as_interrupt():
-                run_state.begin(store, run_id)
+                run_state.begin(store, config.pipeline_name, run_id)
                 mode = local.run(config, data_root, run_id)
             console.line(f"  beam: {mode} DirectRunner")
         except KeyboardInterrupt:

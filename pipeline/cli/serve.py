@@ -60,17 +60,18 @@ def handle_serving(args: argparse.Namespace) -> int:
     config = cli_args.workspace_config(args)
     serving_root, name = config.serving_dir.parent, config.serving_dir.name
     store = _reconciled_store(args, config)
-    if args.serving_command == "promote":
-        current = model_config.promote(serving_root, name, args.version)
-    elif args.serving_command == "rollback":
-        current = model_config.rollback(serving_root, name)
-    else:
-        current = model_config.status(serving_root, name)
-    if store is not None and args.serving_command != "status":
-        from pipeline.provenance import pushes
+    with model_config.changing(serving_root):
+        if args.serving_command == "promote":
+            current = model_config.promote(serving_root, name, args.version)
+        elif args.serving_command == "rollback":
+            current = model_config.rollback(serving_root, name)
+        else:
+            current = model_config.status(serving_root, name)
+        if store is not None and args.serving_command != "status":
+            from pipeline.provenance import pushes
 
-        # A lost models.config is rebuilt with these labels (serving/reconcile.py).
-        pushes.record_label_change(store, name, current.stable, current.canary)
+            # A lost models.config is rebuilt with these labels (serving/reconcile.py).
+            pushes.record_label_change(store, name, current.stable, current.canary)
     origins = {}
     if store is not None and args.serving_command == "status":
         from pipeline.provenance import lineage

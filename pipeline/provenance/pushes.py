@@ -16,6 +16,8 @@ from components.atomic_pusher import keys as pusher_keys
 from pipeline.provenance.lineage import PUSHED_FILTER
 
 _LIVE_STATES = (mlmd_pb.Execution.NEW, mlmd_pb.Execution.RUNNING)
+# Longer than a push takes (a copy of a SavedModel and two renames), by far.
+PUSH_IN_FLIGHT_LIMIT_S = 3600
 _MODEL, _STABLE, _CANARY = "model_name", "stable", "canary"
 
 
@@ -25,6 +27,14 @@ class PushHistory:
     labels: dict[str, int] | None  # the labels last recorded (push or label change)
     # Start (epoch seconds) of a Pusher that has not finished: its version may not be recorded yet.
     in_flight_since: int | None = None
+    labels_time_ms: int = -1  # when the labels were recorded
+
+    def merge(self, other: PushHistory) -> PushHistory:
+        """Two stores' records of one serving directory (two pipelines in one workspace)."""
+        newer = other if other.labels_time_ms > self.labels_time_ms else self
+        starts = [s for s in (self.in_flight_since, other.in_flight_since) if s is not None]
+        return PushHistory(self.versions | other.versions, newer.labels, min(starts) if starts else None,
+                           newer.labels_time_ms)
 
 
 def push_history(store: metadata_store.MetadataStore, model_name: str, live_runs_possible: bool) -> PushHistory:
@@ -49,8 +59,13 @@ def push_history(store: metadata_store.MetadataStore, model_name: str, live_runs
         if properties[_MODEL].string_value == model_name and change.create_time_since_epoch > latest_labels_ms:
             latest_labels_ms = change.create_time_since_epoch
             history.labels = {_STABLE: properties[_STABLE].int_value, _CANARY: properties[_CANARY].int_value}
+    history.labels_time_ms = latest_labels_ms
     if live_runs_possible:
-        starts = [e.create_time_since_epoch for e in _pusher_executions(store) if e.last_known_state in _LIVE_STATES]
+        # A Pusher unfinished for longer than any push takes was killed (a server store
+        # cannot tell a live run on another machine from a dead one any other way).
+        oldest = (time.time() - PUSH_IN_FLIGHT_LIMIT_S) * 1000
+        starts = [e.create_time_since_epoch for e in _pusher_executions(store)
+                  if e.last_known_state in _LIVE_STATES and e.create_time_since_epoch > oldest]
         history.in_flight_since = min(starts) // 1000 if starts else None
     return history
 

@@ -10,7 +10,7 @@ from ml_metadata import errors as mlmd_errors
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2 as mlmd_pb
 
-from pipeline.provenance.lineage import RUN_CONTEXT
+from pipeline.provenance.lineage import PIPELINE_CONTEXT, RUN_CONTEXT
 
 UNFINISHED_STATES = (mlmd_pb.Execution.NEW, mlmd_pb.Execution.RUNNING, mlmd_pb.Execution.UNKNOWN)
 ABORTED_MARK = "turbotfx_aborted"
@@ -19,15 +19,30 @@ RUN_STATE = "turbotfx_run_state"
 RUNNING, FINISHED, ABORTED = "running", "finished", "aborted"
 
 
-def begin(store: metadata_store.MetadataStore, run_id: str) -> None:
-    """Registers the run's context, marked running, before its first component starts."""
-    try:
-        type_id = store.get_context_type(RUN_CONTEXT).id
-    except mlmd_errors.NotFoundError:
-        type_id = store.put_context_type(mlmd_pb.ContextType(name=RUN_CONTEXT))
-    run = mlmd_pb.Context(type_id=type_id, name=run_id)
+def begin(store: metadata_store.MetadataStore, pipeline_name: str, run_id: str) -> None:
+    """Registers the run's context, marked running and under its pipeline's (as TFX links
+    them), before its first component starts."""
+    pipeline_id = _context_id(store, PIPELINE_CONTEXT, pipeline_name)
+    run = mlmd_pb.Context(type_id=_context_type_id(store, RUN_CONTEXT), name=run_id)
     run.custom_properties[RUN_STATE].string_value = RUNNING
-    store.put_contexts([run])
+    [run_context_id] = store.put_contexts([run])
+    store.put_parent_contexts([mlmd_pb.ParentContext(child_id=run_context_id, parent_id=pipeline_id)])
+
+
+def _context_type_id(store: metadata_store.MetadataStore, type_name: str) -> int:
+    try:
+        return store.get_context_type(type_name).id
+    except mlmd_errors.NotFoundError:
+        return store.put_context_type(mlmd_pb.ContextType(name=type_name))
+
+
+def _context_id(store: metadata_store.MetadataStore, type_name: str, name: str) -> int:
+    """The context's id, registered first if TFX has not yet (it reuses one of that name)."""
+    found = store.get_context_by_type_and_name(type_name, name)
+    if found is not None:
+        return found.id
+    [context_id] = store.put_contexts([mlmd_pb.Context(type_id=_context_type_id(store, type_name), name=name)])
+    return context_id
 
 
 def finish(store: metadata_store.MetadataStore, run_id: str) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import datetime
 from pathlib import Path
 
 from tfx.dsl.compiler import constants as compiler_constants
@@ -66,11 +65,6 @@ class _NamedRunDagRunner(LocalDagRunner):
         super().run_with_ir(pipeline, run_options)
 
 
-def new_run_id() -> str:
-    """TFX's own form: the local start time, ISO 8601."""
-    return datetime.datetime.now().isoformat()
-
-
 def run(config: PipelineConfig, data_root: Path, run_id: str | None = None) -> str:
     """Runs the pipeline to completion (raises on a failed component); returns the Beam mode."""
     from pipeline.pipeline import create_pipeline
@@ -83,5 +77,5 @@ def run(config: PipelineConfig, data_root: Path, run_id: str | None = None) -> s
         beam_pipeline_args=beam_pipeline_args(mode),
         metadata_connection_config=metadata_config(config),
     )
-    _NamedRunDagRunner(run_id or new_run_id()).run(pipeline)
+    (_NamedRunDagRunner(run_id) if run_id else LocalDagRunner()).run(pipeline)
     return mode

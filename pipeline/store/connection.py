@@ -105,7 +105,7 @@ def check_store(url: str | MetadataUrl) -> None:
 
 def check_sqlite_file(path: str | Path, create: bool) -> None:
     """The file is an MLMD store, or may become one (create, and no file or an empty one);
-    else a one-line error naming the file and what to do. Reads without changing it."""
+    else a one-line error naming the file and what to do. Never creates it."""
     path = Path(path)
     if path.is_dir():
         raise MetadataConnectionError(f"the metadata store {path} is a directory, not a SQLite file; "

@@ -34,7 +34,8 @@ class Examined:
 
 
 def examine(path: Path) -> Examined:
-    """What the file at path is, read without creating or changing it."""
+    """What the file at path is, read without creating it (SQLite may roll back a journal an
+    interrupted write left, as MLMD would on opening it)."""
     if not path.exists() or (path.is_file() and path.stat().st_size == 0):
         return Examined(NEW)
     try:
