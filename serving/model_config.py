@@ -51,13 +51,18 @@ def config_path(serving_root: str | Path) -> Path:
 
 
 @contextlib.contextmanager
-def changing(serving_root: str | Path) -> Iterator[None]:
+def changing(serving_root: str | Path, create: bool = False) -> Iterator[None]:
     """Holds the serving root for one change of its versions or labels (a push, a promote,
     a reconciliation): each reads, changes and writes models.config, and two at once would
-    lose one's change. Blocks until the holder is done; the lock goes with the process."""
-    path = Path(serving_root) / LOCK_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as lock:
+    lose one's change. Blocks until the holder is done; the lock goes with the process.
+    Without the serving root there is nothing to change but a first push, which creates it
+    (create): a query or a run that pushes nothing leaves no trace."""
+    root = Path(serving_root)
+    if not root.is_dir() and not create:
+        yield
+        return
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / LOCK_FILE, "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         yield
 

@@ -17,7 +17,7 @@ def push_and_label(model_path: str, model_dir: Path, extra_files: dict[str, str]
     (serving/reconcile.py).
     """
     serving_root, model_name = model_dir.parent, model_dir.name
-    with model_config.changing(serving_root):
+    with model_config.changing(serving_root, create=True):
         # A config that cannot be read fails the push before anything is copied.
         model_config.read_config(serving_root)
         snapshot = model_config.config_snapshot(serving_root)

@@ -184,3 +184,9 @@ def test_one_change_of_the_serving_root_at_a_time(tmp_path) -> None:
         held = subprocess.run([sys.executable, "-c", probe, str(lock)], capture_output=True, text=True).stdout
     free = subprocess.run([sys.executable, "-c", probe, str(lock)], capture_output=True, text=True).stdout
     assert (held.strip(), free.strip()) == ("held", "free")
+
+
+def test_a_serving_root_that_does_not_exist_is_not_created_by_a_reader(tmp_path) -> None:
+    with model_config.changing(tmp_path / "serving"):
+        result = reconcile.reconcile(tmp_path / "serving", MODEL, recorded_versions=set(), recorded_labels=None)
+    assert result.messages() == [] and not (tmp_path / "serving").exists()
