@@ -12,7 +12,7 @@ from pipeline import datasets
 from pipeline.datasets import Dataset
 from pipeline.errors import ConfigError
 from pipeline.store.url import parse_url, sqlite_url
-from trainer_module import hardware
+from trainer_module import hardware, optimizer_choice
 
 BEAM_MODES = ("auto", "in_memory", "multi_process")
 DEFAULT_HOME = "workspace"
@@ -49,6 +49,7 @@ class PipelineConfig:
     strategy: str = "auto"
     precision: str = "auto"
     xla: str = "auto"
+    optimizer: str = "auto"  # "auto": a sparse-aware one when the model has embeddings
     steps_per_execution: int = 32  # chosen by benchmarks/trainer_bench.py (see README, Speed)
     accumulation_steps: int = 1  # micro-batches per optimizer step
     scale_learning_rate: bool = False  # linear scaling: learning rate x replicas
@@ -134,6 +135,7 @@ class PipelineConfig:
             ("strategy", hardware.STRATEGIES),
             ("precision", hardware.PRECISIONS),
             ("xla", hardware.XLA_MODES),
+            ("optimizer", optimizer_choice.OPTIMIZERS),
         ):
             value = getattr(self, field)
             _require(value in allowed, f"unknown {field} {value!r}; choose one of: {', '.join(allowed)}")

@@ -121,6 +121,7 @@ def create_pipeline(
             "strategy": config.strategy,
             "precision": config.precision,
             "xla": config.xla,
+            "optimizer": config.optimizer,
             "steps_per_execution": config.steps_per_execution,
             "accumulation_steps": config.accumulation_steps,
             "scale_learning_rate": config.scale_learning_rate,

@@ -60,3 +60,51 @@ def test_gradient_accumulation_matches_one_big_batch():
         np.testing.assert_allclose(after_big, after_accumulated, rtol=1e-4, atol=1e-5)
     # Both trained: the weights moved away from the shared start.
     assert any(not np.allclose(a, b) for a, b in zip(initial, accumulating.get_weights()))
+
+
+def test_accumulation_runs_micro_batches_and_keeps_embedding_gradients_sparse():
+    """Each batch is cut into accumulation_steps forward passes (a model ignoring the
+    setting would see one pass of the whole batch), the embedding gradients reach the
+    optimizer as IndexedSlices, and the update equals one step on the whole batch."""
+    import tensorflow as tf
+
+    spec = datasets.load("synthetic").feature_spec()
+    vocab_sizes = {key: 500 for key in spec.categorical_keys}
+    args = (spec, vocab_sizes, 2, (8,), 0.05)
+    rng = np.random.default_rng(2)
+    n_micro, micro_batch = 4, 8
+    rows = n_micro * micro_batch
+    plain = model.build_model(*args, optimizer="lazy_adam")
+    x = {name: (rng.integers(0, 500, size=rows) if tensor.dtype == tf.int64
+                else rng.normal(size=rows).astype("float32")) for name, tensor in plain.input.items()}
+    y = rng.integers(0, 2, size=rows).astype("int64")
+    accumulating = model.build_model(*args, accumulation_steps=n_micro, optimizer="lazy_adam")
+    initial = plain.get_weights()
+    accumulating.set_weights(initial)
+
+    passes, gradient_kinds = [], {}
+    call, apply_gradients = accumulating.call, accumulating.optimizer.apply_gradients
+
+    def recording_call(inputs, *rest, **options):
+        passes.append(int(tf.shape(next(iter(inputs.values())))[0]))
+        return call(inputs, *rest, **options)
+
+    def recording_apply(grads_and_vars, *rest, **options):
+        grads_and_vars = list(grads_and_vars)
+        gradient_kinds.update({v.name: type(g).__name__ for g, v in grads_and_vars})
+        return apply_gradients(grads_and_vars, *rest, **options)
+
+    accumulating.call, accumulating.optimizer.apply_gradients = recording_call, recording_apply
+    accumulating.run_eagerly = True  # the recorders see each pass
+    accumulating.fit(x, y, batch_size=rows, epochs=1, shuffle=False, verbose=0)
+    plain.fit(x, y, batch_size=rows, epochs=1, shuffle=False, verbose=0)
+
+    assert passes == [micro_batch] * n_micro
+    embedding_names = {layer.embeddings.name for layer in accumulating.layers
+                       if isinstance(layer, keras.layers.Embedding)}
+    assert embedding_names
+    assert {gradient_kinds[name] for name in embedding_names} == {"IndexedSlices"}
+    assert {kind for name, kind in gradient_kinds.items() if name not in embedding_names} == {"EagerTensor"}
+    for after_plain, after_accumulated in zip(plain.get_weights(), accumulating.get_weights()):
+        np.testing.assert_allclose(after_plain, after_accumulated, rtol=1e-4, atol=1e-6)
+    assert any(not np.allclose(a, b) for a, b in zip(initial, accumulating.get_weights()))

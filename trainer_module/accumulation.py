@@ -3,7 +3,9 @@
 For large global batches on few devices: each batch from the input pipeline is split into
 `accumulation_steps` equal micro-batches; their gradients are averaged and applied once,
 so the update equals that of the whole batch while activations are held for one
-micro-batch at a time.
+micro-batch at a time. Embedding gradients stay sparse (IndexedSlices): the micro-batches'
+rows are concatenated, never added into a dense table-sized tensor, so a sparse-aware
+optimizer still touches only the rows the batch used.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ class AccumulatingModel(keras.Model):
         micro = tf.shape(y)[0] // steps
         variables = self.trainable_variables
         scaled_optimizer = isinstance(self.optimizer, keras.mixed_precision.LossScaleOptimizer)
-        total = [tf.zeros_like(v) for v in variables]
+        parts: list[list] = [[] for _ in variables]
         for i in range(steps):  # unrolled: steps is small and known when tracing
             part = slice(i * micro, (i + 1) * micro)
             x_part = tf.nest.map_structure(lambda t, part=part: t[part], x)
@@ -42,7 +44,26 @@ class AccumulatingModel(keras.Model):
             gradients = tape.gradient(loss, variables)
             if scaled_optimizer:
                 gradients = self.optimizer.get_unscaled_gradients(gradients)
-            total = [t + g for t, g in zip(total, gradients)]
+            for collected, gradient in zip(parts, gradients):
+                if gradient is not None:
+                    collected.append(gradient)
             self.compiled_metrics.update_state(y_part, predictions)
-        self.optimizer.apply_gradients(zip([t / steps for t in total], variables))
+        averaged = [mean_gradient(collected, steps) for collected in parts]
+        self.optimizer.apply_gradients(
+            (gradient, variable) for gradient, variable in zip(averaged, variables) if gradient is not None
+        )
         return {m.name: m.result() for m in self.metrics}
+
+
+def mean_gradient(parts: list, steps: int):
+    """The mean of micro-batch gradients; sparse ones stay sparse (rows concatenated, the
+    optimizer sums repeated rows). None when no micro-batch reached the variable."""
+    if not parts:
+        return None
+    if all(isinstance(part, tf.IndexedSlices) for part in parts):
+        return tf.IndexedSlices(
+            tf.concat([part.values for part in parts], axis=0) / steps,
+            tf.concat([part.indices for part in parts], axis=0),
+            parts[0].dense_shape,
+        )
+    return tf.add_n([tf.convert_to_tensor(part) for part in parts]) / steps

@@ -6,7 +6,9 @@ Each choice is `auto` by default and overridable (pipeline config, CLI). The aut
 - precision: mixed_float16 on GPUs of compute capability 7.0+, mixed_bfloat16 on TPU and
   on CPUs with native bfloat16 arithmetic (AVX512_BF16 or AMX), float32 elsewhere
   (without those instructions bfloat16 is emulated and slower than float32);
-- XLA (training only; serving graphs are never XLA-compiled): on for GPU and TPU.
+- XLA (training only; serving graphs are never XLA-compiled): on for GPU and TPU, except
+  with a sparse-aware optimizer off TPU: its touched-row count changes every step, so XLA
+  would recompile, and on CPU it measured slower (benchmarks/trainer_bench.py).
 """
 
 from __future__ import annotations
@@ -110,8 +112,12 @@ def _tpu_resolves(tpu_address: str | None) -> bool:
         return False
 
 
-def choose(devices: Devices, strategy: str = "auto", precision: str = "auto", xla: str = "auto") -> HardwareChoice:
-    """Resolves each `auto` against the devices; explicit values are kept as given."""
+def choose(devices: Devices, strategy: str = "auto", precision: str = "auto", xla: str = "auto",
+           sparse_updates: bool = False) -> HardwareChoice:
+    """Resolves each `auto` against the devices; explicit values are kept as given.
+
+    sparse_updates: the optimizer updates embedding rows sparsely (optimizer_choice.SPARSE_OPTIMIZERS).
+    """
     _check_choice("strategy", strategy, STRATEGIES)
     _check_choice("precision", precision, PRECISIONS)
     _check_choice("xla", xla, XLA_MODES)
@@ -135,7 +141,10 @@ def choose(devices: Devices, strategy: str = "auto", precision: str = "auto", xl
             precision = "mixed_bfloat16"
         else:
             precision = "float32"
-    use_xla = (devices.has_tpu or devices.num_gpus > 0) if xla == "auto" else xla == "on"
+    if xla == "auto":
+        use_xla = devices.has_tpu or (devices.num_gpus > 0 and not sparse_updates)
+    else:
+        use_xla = xla == "on"
     return HardwareChoice(strategy=strategy, precision=precision, xla=use_xla)
 
 

@@ -6,7 +6,7 @@ from typing import Mapping, Sequence
 
 import tf_keras as keras
 
-from trainer_module import features
+from trainer_module import features, optimizers
 from trainer_module.accumulation import AccumulatingModel
 from trainer_module.features import FeatureSpec
 
@@ -20,6 +20,7 @@ def build_model(
     jit_compile: bool = False,
     steps_per_execution: int = 1,
     accumulation_steps: int = 1,
+    optimizer: str = "adam",
     label_mean: float = 0.0,
     label_std: float = 1.0,
 ) -> keras.Model:
@@ -35,6 +36,7 @@ def build_model(
     Layers compute in the global Keras precision policy; the output is always float32.
     jit_compile XLA-compiles the training step only, never the exported serving graph.
     accumulation_steps > 1 splits each batch into that many micro-batches per update.
+    optimizer is a resolved name from optimizer_choice.OPTIMIZERS (not auto).
     """
     inputs = {}
     columns = []
@@ -66,7 +68,7 @@ def build_model(
     else:
         model = keras.Model(inputs=inputs, outputs=outputs)
     model.compile(
-        optimizer=keras.optimizers.Adam(learning_rate=learning_rate),
+        optimizer=optimizers.build(optimizer, learning_rate),
         loss=loss,
         metrics=[metric(name=training_metric(spec.task))],
         jit_compile=jit_compile,
@@ -80,8 +82,19 @@ def training_metric(task: str) -> str:
     return "rmse" if task == features.REGRESSION else "accuracy"
 
 
+def has_embeddings(spec: FeatureSpec, vocab_sizes: Mapping[str, int]) -> bool:
+    """Whether the model embeds any categorical feature (else all are one-hot)."""
+    return any(
+        _embedded(vocab_sizes[c.key] + spec.num_oov_buckets, c.embedding_dim) for c in spec.categoricals
+    )
+
+
+def _embedded(num_ids: int, embedding_dim: int | None) -> bool:
+    return embedding_dim is not None or num_ids > features.ONE_HOT_MAX_IDS
+
+
 def _encode_categorical(ids, name: str, num_ids: int, embedding_dim: int | None):
-    if embedding_dim is None and num_ids <= features.ONE_HOT_MAX_IDS:
+    if not _embedded(num_ids, embedding_dim):
         return keras.layers.CategoryEncoding(num_tokens=num_ids, output_mode="one_hot", name=f"{name}_one_hot")(ids)
     width = embedding_dim or features.embedding_dim(num_ids)
     return keras.layers.Embedding(num_ids, width, name=f"{name}_embedding")(ids)

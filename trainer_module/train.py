@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
+import statistics
 import tempfile
 import time
 from typing import Any, Iterator
@@ -13,17 +15,17 @@ from typing import Any, Iterator
 import tensorflow as tf
 import tensorflow_transform as tft
 import tf_keras as keras
-from tfx.components.trainer.fn_args_utils import DataAccessor, FnArgs
-from tfx_bsl.public import tfxio
+from tfx.components.trainer.fn_args_utils import FnArgs
 
-from trainer_module import autograph, features, hardware, model, signatures
-from trainer_module.accumulation import AccumulatingModel
+from trainer_module import autograph, features, hardware, model, optimizer_choice, signatures
 from trainer_module.features import FeatureSpec
 
 autograph.skip_library_conversion()
 
 REPORT_FILE = "training_report.json"
-SHUFFLE_BUFFER = 1024
+SHUFFLE_BUFFER = 1024  # serialized records, before batching
+# Shards read at once; more only helps with more cores than tf.data's parsing uses.
+READ_PARALLELISM = 4
 # Transformed training data up to this size (compressed TFRecords) is cached in memory
 # after the first epoch.
 CACHE_LIMIT_BYTES = 256 * 1024 * 1024
@@ -32,7 +34,6 @@ CACHED_BATCHES_SHUFFLE_BUFFER = 256
 
 def input_dataset(
     file_pattern: list[str],
-    data_accessor: DataAccessor,
     tf_transform_output: tft.TFTransformOutput,
     label_key: str,
     batch_size: int,
@@ -41,61 +42,108 @@ def input_dataset(
 ) -> tf.data.Dataset:
     """One epoch of (transformed features, label) batches, prefetched.
 
-    Files are read and parsed in parallel (tfxio's defaults: AUTOTUNE threads), in
-    non-deterministic order when shuffling. Data small enough is cached after the first
-    epoch; later epochs then reshuffle the cached batches (their composition stays fixed).
+    Records are read from the shards in parallel (in non-deterministic order when
+    shuffling), shuffled as serialized strings, batched, and each batch parsed by one
+    vectorized parse_example: about 10x the examples/s of tfxio's per-example path
+    (../shared/notes/trainer-input-and-optimizer.md), so the first, uncached epoch keeps up
+    with training. Data small enough is cached after the first epoch; later epochs then
+    reshuffle the cached batches (their composition stays fixed).
     drop_remainder gives every batch the same static shape, which XLA needs to compile
     the training step once instead of once per batch shape.
     """
-    dataset = data_accessor.tf_dataset_factory(
-        file_pattern,
-        tfxio.TensorFlowDatasetOptions(
-            batch_size=batch_size,
-            label_key=label_key,
-            num_epochs=1,
-            shuffle=shuffle,
-            shuffle_buffer_size=SHUFFLE_BUFFER,
-            drop_final_batch=drop_remainder,
-            sloppy_ordering=shuffle,
-        ),
-        tf_transform_output.transformed_metadata.schema,
+    files = matching_files(file_pattern)
+    feature_spec = tf_transform_output.transformed_feature_spec()
+    paths = tf.data.Dataset.from_tensor_slices(files)
+    if shuffle:
+        paths = paths.shuffle(len(files), reshuffle_each_iteration=True)
+    records = paths.interleave(
+        lambda path: tf.data.TFRecordDataset(path, compression_type=compression_of(files)),
+        cycle_length=min(len(files), READ_PARALLELISM),
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=not shuffle,
     )
-    if files_size(file_pattern) <= CACHE_LIMIT_BYTES:
+    if shuffle:
+        records = records.shuffle(SHUFFLE_BUFFER, reshuffle_each_iteration=True)
+    dataset = records.batch(batch_size, drop_remainder=drop_remainder).map(
+        lambda serialized: split_label(tf.io.parse_example(serialized, feature_spec), label_key),
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=not shuffle,
+    )
+    if files_size(files) <= CACHE_LIMIT_BYTES:
         dataset = dataset.cache()
         if shuffle:
             dataset = dataset.shuffle(CACHED_BATCHES_SHUFFLE_BUFFER, reshuffle_each_iteration=True)
     return dataset.prefetch(tf.data.AUTOTUNE)
 
 
-def files_size(file_pattern: list[str]) -> int:
-    return sum(
-        tf.io.gfile.stat(path).length for pattern in file_pattern for path in tf.io.gfile.glob(pattern)
+def split_label(batch: dict[str, tf.Tensor], label_key: str) -> tuple[dict[str, tf.Tensor], tf.Tensor]:
+    features_only = dict(batch)
+    return features_only, features_only.pop(label_key)
+
+
+def matching_files(file_pattern: list[str]) -> list[str]:
+    files = sorted(path for pattern in file_pattern for path in tf.io.gfile.glob(pattern))
+    if not files:
+        raise ValueError(f"no transformed examples match {', '.join(file_pattern)}; "
+                         "rerun Transform (its output was moved or deleted)")
+    return files
+
+
+def compression_of(files: list[str]) -> str:
+    """Transform writes gzip-compressed TFRecord shards (*.gz), all alike."""
+    return "GZIP" if files[0].endswith(".gz") else ""
+
+
+def batches_per_epoch(file_pattern: list[str], batch_size: int, drop_remainder: bool = False) -> int:
+    """Batches in one epoch, from a count of the records (read, never parsed or cached).
+
+    Keras needs the count to run several steps per call; counting raw records costs a
+    fraction of a parsed epoch and leaves the first training epoch's read uncached.
+    """
+    files = matching_files(file_pattern)
+    records = int(
+        tf.data.TFRecordDataset(files, compression_type=compression_of(files), num_parallel_reads=len(files))
+        .reduce(tf.constant(0, tf.int64), lambda count, _: count + 1)
     )
+    return records // batch_size if drop_remainder else -(-records // batch_size)
+
+
+def files_size(files: list[str]) -> int:
+    return sum(tf.io.gfile.stat(path).length for path in files)
 
 
 def run_fn(fn_args: FnArgs) -> None:
     """Trains the model on the chosen hardware setup and exports it for serving."""
     hparams = hyperparameters(fn_args.custom_config or {})
     spec = features.from_custom_config(fn_args.custom_config)
-    choice = hardware.choose(hardware.detect(), hparams["strategy"], hparams["precision"], hparams["xla"])
+    tf_transform_output = tft.TFTransformOutput(fn_args.transform_output)
+    vocab_sizes, num_classes = vocabulary_sizes(tf_transform_output, spec)
+    devices = hardware.detect()
+    optimizer = optimizer_choice.choose(
+        hparams["optimizer"], model.has_embeddings(spec, vocab_sizes),
+        on_tpu=devices.has_tpu or hparams["strategy"] == "tpu",
+    )
+    choice = hardware.choose(devices, hparams["strategy"], hparams["precision"], hparams["xla"],
+                             sparse_updates=optimizer in optimizer_choice.SPARSE_OPTIMIZERS)
     strategy = hardware.build_strategy(choice.strategy)
     replicas = strategy.num_replicas_in_sync
     # batch_size is per replica; the input pipeline yields global batches.
     global_batch_size = hparams["batch_size"] * replicas
-    tf_transform_output = tft.TFTransformOutput(fn_args.transform_output)
     label_key = spec.transformed_label_key
     train_ds = input_dataset(
-        fn_args.train_files, fn_args.data_accessor, tf_transform_output, label_key,
+        fn_args.train_files, tf_transform_output, label_key,
         global_batch_size, shuffle=True, drop_remainder=choice.xla,
     )
-    eval_ds = input_dataset(
-        fn_args.eval_files, fn_args.data_accessor, tf_transform_output, label_key,
-        global_batch_size, shuffle=False,
-    )
-    vocab_sizes, num_classes = vocabulary_sizes(tf_transform_output, spec)
+    eval_ds = input_dataset(fn_args.eval_files, tf_transform_output, label_key, global_batch_size, shuffle=False)
     learning_rate = effective_learning_rate(hparams, replicas)
     model_args = (spec, vocab_sizes, num_classes, hparams["hidden_units"], learning_rate)
     label_scale = label_statistics(train_ds) if spec.task == features.REGRESSION else {}
+    several = hparams["steps_per_execution"] > 1
+    # Keras needs the number of steps to run several per call.
+    steps = EpochSteps(
+        train=batches_per_epoch(fn_args.train_files, global_batch_size, choice.xla) if several else None,
+        eval=batches_per_epoch(fn_args.eval_files, global_batch_size) if several else None,
+    )
     chief = hardware.is_chief(os.environ.get("TF_CONFIG"))
     with worker_dir(fn_args.model_run_dir, chief) as run_dir, worker_dir(
         fn_args.serving_model_dir, chief
@@ -108,9 +156,10 @@ def run_fn(fn_args: FnArgs) -> None:
                     jit_compile=choice.xla,
                     steps_per_execution=hparams["steps_per_execution"],
                     accumulation_steps=hparams["accumulation_steps"],
+                    optimizer=optimizer,
                     **label_scale,
                 )
-            results = fit_and_evaluate(classifier, train_ds, eval_ds, hparams, run_dir, global_batch_size)
+            results = fit_and_evaluate(classifier, train_ds, eval_ds, hparams, run_dir, global_batch_size, steps)
         finally:
             keras.mixed_precision.set_global_policy("float32")
 
@@ -124,6 +173,7 @@ def run_fn(fn_args: FnArgs) -> None:
                 "replicas": replicas,
                 "precision": choice.precision,
                 "xla": choice.xla,
+                "optimizer": optimizer,
                 "global_batch_size": global_batch_size,
                 "effective_learning_rate": learning_rate,
                 "task": spec.task,
@@ -132,6 +182,14 @@ def run_fn(fn_args: FnArgs) -> None:
                 **results,
                 "tf_version": tf.__version__,
             })
+
+
+@dataclasses.dataclass(frozen=True)
+class EpochSteps:
+    """Batches per epoch of each split; None where Keras reads until the data ends."""
+
+    train: int | None = None
+    eval: int | None = None
 
 
 def vocabulary_sizes(
@@ -181,32 +239,33 @@ def fit_and_evaluate(
     hparams: dict[str, Any],
     run_dir: str,
     global_batch_size: int,
+    steps: EpochSteps = EpochSteps(),
 ) -> dict[str, float]:
     """Trains, then evaluates once (per-epoch validation on small data costs more than
     the training steps); returns the measured figures for the training report."""
-    # Keras needs the number of steps to run several per call.
-    several = hparams["steps_per_execution"] > 1
-    train_steps = count_batches(train_ds) if several else None
-    eval_steps = count_batches(eval_ds) if several else None
-    steps = StepCounter()
+    counter = StepCounter(global_batch_size)
     started = time.perf_counter()
     history = classifier.fit(
-        train_ds.repeat() if several else train_ds,
+        train_ds.repeat() if steps.train else train_ds,
         epochs=hparams["epochs"],
-        steps_per_epoch=train_steps,
-        callbacks=[tensorboard(run_dir, hparams), steps],
+        steps_per_epoch=steps.train,
+        callbacks=[tensorboard(run_dir, hparams), counter],
         verbose=0,
     )
     fit_s = time.perf_counter() - started
     # Keras would XLA-compile evaluation too, once more for the last, smaller batch.
     classifier.jit_compile = False
-    eval_metrics = classifier.evaluate(eval_ds, steps=eval_steps, verbose=0, return_dict=True)
+    eval_metrics = classifier.evaluate(eval_ds, steps=steps.eval, verbose=0, return_dict=True)
     # Every step trains on a full global batch except possibly each epoch's last.
-    examples = steps.total * global_batch_size
+    examples = counter.total * global_batch_size
     metric = model.training_metric(hparams["task"])
     return {
-        "train_steps": steps.total,
+        "train_steps": counter.total,
         "examples_per_second": round(examples / fit_s, 1),
+        # The first epoch reads the files (and traces the step); later ones, the cache.
+        "first_epoch_examples_per_second": counter.epoch_rates[0],
+        **({"later_epochs_examples_per_second": round(statistics.mean(counter.epoch_rates[1:]), 1)}
+           if len(counter.epoch_rates) > 1 else {}),
         "fit_wall_s": round(fit_s, 3),
         f"final_train_{metric}": float(history.history[metric][-1]),
         f"final_eval_{metric}": float(eval_metrics[metric]),
@@ -214,25 +273,31 @@ def fit_and_evaluate(
 
 
 class StepCounter(keras.callbacks.Callback):
-    """Counts the training steps fit() ran, across epochs.
+    """Counts the training steps fit() ran, across epochs, and times each epoch.
 
     Keras reports the index of the last step of each call, also when one call runs
     several steps (steps_per_execution), so the last index of an epoch counts its steps.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, global_batch_size: int = 1) -> None:
         super().__init__()
+        self.global_batch_size = global_batch_size
         self.total = 0
+        self.epoch_rates: list[float] = []  # examples/s of each epoch
         self._epoch_steps = 0
+        self._epoch_started = 0.0
 
     def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
         self._epoch_steps = 0
+        self._epoch_started = time.perf_counter()
 
     def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
         self._epoch_steps = batch + 1
 
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
         self.total += self._epoch_steps
+        seconds = max(time.perf_counter() - self._epoch_started, 1e-9)
+        self.epoch_rates.append(round(self._epoch_steps * self.global_batch_size / seconds, 1))
 
 
 @contextlib.contextmanager
@@ -252,11 +317,6 @@ def worker_dir(chief_dir: str, chief: bool) -> Iterator[str]:
         shutil.rmtree(temporary, ignore_errors=True)
 
 
-def count_batches(dataset: tf.data.Dataset) -> int:
-    """Batches in one epoch of a dataset whose cardinality tf.data cannot infer."""
-    return int(dataset.reduce(0, lambda count, _: count + 1))
-
-
 def tensorboard(model_run_dir: str, hparams: dict[str, Any]) -> keras.callbacks.TensorBoard:
     """Scalars, weight histograms and an optional profiled batch range under model_run."""
     profile = hparams["profile_batches"]
@@ -272,11 +332,13 @@ def serving_copy(trained: keras.Model, model_args: tuple, label_scale: dict[str,
 
     Mixed-precision variables are float32 already; only the layers' compute dtype differs,
     and a float16 graph serves slowly on CPUs. Gradient accumulation lives in a Model
-    subclass that serving has no use for. Built outside any strategy, so export sees plain
+    subclass that serving has no use for, and a sparse-aware optimizer's state would be
+    saved with the model it is tracked by. Built outside any strategy, so export sees plain
     variables.
     """
     low_precision = any(layer.compute_dtype in ("float16", "bfloat16") for layer in trained.layers)
-    if not low_precision and not isinstance(trained, AccumulatingModel):
+    plain = type(trained) is keras.Model and type(trained.optimizer) is keras.optimizers.Adam
+    if not low_precision and plain:
         return trained
     serving_model = model.build_model(*model_args, **(label_scale or {}))
     serving_model.set_weights(trained.get_weights())
@@ -296,6 +358,7 @@ def hyperparameters(custom_config: dict[str, Any]) -> dict[str, Any]:
         "xla": str(custom_config.get("xla", "auto")),
         "steps_per_execution": int(custom_config.get("steps_per_execution", 32)),
         "accumulation_steps": int(custom_config.get("accumulation_steps", 1)),
+        "optimizer": str(custom_config.get("optimizer", "auto")),
         "scale_learning_rate": bool(custom_config.get("scale_learning_rate", False)),
         "tensorboard_histogram_freq": int(custom_config.get("tensorboard_histogram_freq", 5)),
         "profile_batches": str(custom_config.get("profile_batches", "")),

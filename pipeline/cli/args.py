@@ -16,7 +16,7 @@ from pipeline import config as config_lib
 from pipeline.config import PipelineConfig
 from pipeline.errors import ConfigError
 from pipeline.store.url import existing_store_url
-from trainer_module import hardware
+from trainer_module import hardware, optimizer_choice
 
 if TYPE_CHECKING:
     from ml_metadata.metadata_store import metadata_store
@@ -40,6 +40,7 @@ FIELD_OF_FLAG = {
     "strategy": "strategy",
     "precision": "precision",
     "xla": "xla",
+    "optimizer": "optimizer",
     "steps_per_execution": "steps_per_execution",
     "accumulation_steps": "accumulation_steps",
     "histogram_freq": "tensorboard_histogram_freq",
@@ -152,7 +153,12 @@ def add_pipeline_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--precision", choices=hardware.PRECISIONS,
                         help="Keras mixed-precision policy for training (default: auto)")
     parser.add_argument("--xla", choices=hardware.XLA_MODES,
-                        help="XLA-compile the training step (default: auto: on for GPU/TPU)")
+                        help="XLA-compile the training step (default: auto: on for GPU/TPU, "
+                             "off with a sparse-aware optimizer)")
+    parser.add_argument("--optimizer", choices=optimizer_choice.OPTIMIZERS,
+                        help="training optimizer: adam, or lazy_adam / adagrad_adam, which update only "
+                             "the embedding rows a batch touches (default: auto: lazy_adam when the "
+                             "model has embeddings, else adam)")
     parser.add_argument("--steps-per-execution", type=int,
                         help=f"training steps per tf.function call (default: {defaults['steps_per_execution']})")
     parser.add_argument("--accumulation-steps", type=int,

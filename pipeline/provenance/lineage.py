@@ -33,7 +33,8 @@ DOWNSTREAM_HOPS = 2
 # Only what the graph walk reads: the types come from one cached lookup instead.
 GRAPH_FIELDS = ["artifacts", "executions", "events"]
 # Training-report entries that resolve an `auto` or derived setting.
-EFFECTIVE_KEYS = ("strategy", "replicas", "precision", "xla", "global_batch_size", "effective_learning_rate")
+EFFECTIVE_KEYS = ("strategy", "replicas", "precision", "xla", "optimizer", "global_batch_size",
+                  "effective_learning_rate")
 # What the serving check records on its InfraBlessing, shown as is.
 SERVING_CHECK_KEYS = (*check_keys.LATENCY_KEYS, check_keys.PROBLEMS)
 STATE_NAMES = {value: name for name, value in mlmd_pb.Execution.State.items()}

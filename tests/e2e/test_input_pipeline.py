@@ -1,0 +1,79 @@
+"""The Trainer's input pipeline against tfxio's (the way TFX's examples read), on the
+first run's real Transform output."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_transform as tft
+
+from pipeline import datasets
+from trainer_module import train
+
+pytestmark = pytest.mark.e2e
+
+SPEC = datasets.load("penguins").feature_spec()
+LABEL = SPEC.transformed_label_key
+
+
+def _transform_outputs(first_run):
+    root = first_run.config.pipeline_root / "Transform"
+    examples = sorted((root / "transformed_examples").iterdir())[-1]
+    graph = sorted((root / "transform_graph").iterdir())[-1]
+    return examples, tft.TFTransformOutput(str(graph))
+
+
+def _rows(dataset: tf.data.Dataset) -> np.ndarray:
+    """Every example of an epoch as one row (label last), sorted: order-free comparison."""
+    columns: dict[str, list] = {}
+    for features, label in dataset:
+        for name in sorted(features):
+            columns.setdefault(name, []).append(features[name].numpy().astype("float64"))
+        columns.setdefault("~label", []).append(label.numpy().astype("float64"))
+    table = np.stack([np.concatenate(columns[name]) for name in sorted(columns)], axis=1)
+    return table[np.lexsort(table.T[::-1])]
+
+
+def _tfxio_rows(split_dir, tf_transform_output) -> np.ndarray:
+    from tfx_bsl.public import tfxio
+
+    source = tfxio.TFExampleRecord(
+        file_pattern=[str(split_dir / "*")], schema=tf_transform_output.transformed_metadata.schema)
+    dataset = source.TensorFlowDataset(tfxio.TensorFlowDatasetOptions(batch_size=50, num_epochs=1, shuffle=False,
+                                                                      label_key=LABEL))
+    return _rows(dataset)
+
+
+@pytest.mark.parametrize("split", ["train", "eval"])
+def test_every_example_is_read_once_per_epoch_as_tfxio_reads_it(first_run, split):
+    examples, tf_transform_output = _transform_outputs(first_run)
+    split_dir = examples / f"Split-{split}"
+    expected = _tfxio_rows(split_dir, tf_transform_output)
+    pattern = [str(split_dir / "*")]
+    for shuffle in (False, True):
+        dataset = train.input_dataset(pattern, tf_transform_output, LABEL, batch_size=32, shuffle=shuffle)
+        np.testing.assert_array_equal(_rows(dataset), expected)
+        # The second epoch (from the cache) holds the same examples.
+        np.testing.assert_array_equal(_rows(dataset), expected)
+    assert train.batches_per_epoch(pattern, 32) == math.ceil(len(expected) / 32)
+    assert train.batches_per_epoch(pattern, 32, drop_remainder=True) == len(expected) // 32
+
+
+def test_shuffled_epochs_differ_in_order_and_full_batches_keep_their_shape(first_run):
+    examples, tf_transform_output = _transform_outputs(first_run)
+    pattern = [str(examples / "Split-train" / "*")]
+    dataset = train.input_dataset(pattern, tf_transform_output, LABEL, batch_size=32, shuffle=True,
+                                  drop_remainder=True)
+    epochs = [np.concatenate([label.numpy() for _, label in dataset]) for _ in range(3)]
+    assert all(len(epoch) == len(epochs[0]) for epoch in epochs)
+    assert any(not np.array_equal(epochs[0], other) for other in epochs[1:])
+    assert dataset.element_spec[1].shape.as_list() == [32]
+
+
+def test_no_transformed_examples_is_one_clear_error(tmp_path, first_run):
+    _, tf_transform_output = _transform_outputs(first_run)
+    with pytest.raises(ValueError, match="rerun Transform"):
+        train.input_dataset([str(tmp_path / "*")], tf_transform_output, LABEL, batch_size=32, shuffle=False)

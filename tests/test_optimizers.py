@@ -1,0 +1,122 @@
+"""Sparse-aware optimizers against tf_keras' own Adam and Adagrad, and the `auto` rules."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tf_keras as keras
+
+from pipeline import datasets
+from trainer_module import hardware, model, optimizer_choice, optimizers
+
+ROWS, WIDTH = 6, 4
+# Two steps: row 1 is touched by the first only, row 2 by both (twice in the first: the
+# optimizer must sum repeated rows), row 3 by the second only; rows 0, 4, 5 never.
+STEPS = ([1, 2, 2], [2, 3])
+DENSE_GRADIENTS = ([0.1, -0.2, 0.3], [-0.3, 0.1, 0.2])
+
+
+def _train(optimizer: keras.optimizers.Optimizer) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+    """Two sparse updates of a table and two dense updates of a vector; returns the table,
+    the vector, and the table after each step."""
+    table = tf.Variable(np.arange(ROWS * WIDTH, dtype=np.float32).reshape(ROWS, WIDTH) / 10)
+    vector = tf.Variable(np.ones(3, np.float32))
+    snapshots = []
+    for step, rows in enumerate(STEPS):
+        values = np.random.default_rng(step).normal(size=(len(rows), WIDTH)).astype(np.float32)
+        sparse = tf.IndexedSlices(tf.constant(values), tf.constant(rows), tf.constant([ROWS, WIDTH]))
+        optimizer.apply_gradients([(sparse, table), (tf.constant(DENSE_GRADIENTS[step]), vector)])
+        snapshots.append(table.numpy().copy())
+    return table.numpy(), vector.numpy(), snapshots
+
+
+def test_lazy_adam_is_adam_on_the_rows_touched_and_leaves_the_others_alone():
+    start = np.arange(ROWS * WIDTH, dtype=np.float32).reshape(ROWS, WIDTH) / 10
+    adam_table, adam_vector, _ = _train(keras.optimizers.Adam(0.1))
+    lazy_table, lazy_vector, lazy_steps = _train(optimizers.LazyAdam(0.1))
+    # Rows 2 and 3 were touched by the last step: their moments agree with Adam's (row 2's
+    # history was touched at every step, row 3's starts at zero in both).
+    np.testing.assert_allclose(lazy_table[[2, 3]], adam_table[[2, 3]], rtol=1e-6)
+    # Row 1 was untouched by the last step: Adam keeps moving it with its decayed momentum;
+    # the lazy update leaves it where the first step put it.
+    np.testing.assert_array_equal(lazy_table[1], lazy_steps[0][1])
+    assert not np.allclose(adam_table[1], lazy_steps[0][1])
+    assert not np.allclose(lazy_table[1], start[1])
+    # Never-touched rows keep their values.
+    np.testing.assert_array_equal(lazy_table[[0, 4, 5]], start[[0, 4, 5]])
+    # Dense gradients: exactly Adam.
+    np.testing.assert_allclose(lazy_vector, adam_vector, rtol=1e-6)
+
+
+def test_adagrad_adam_is_adagrad_on_embedding_rows_and_adam_elsewhere():
+    start = np.arange(ROWS * WIDTH, dtype=np.float32).reshape(ROWS, WIDTH) / 10
+    adagrad_table, _, _ = _train(keras.optimizers.Adagrad(
+        0.1, initial_accumulator_value=optimizers.ADAGRAD_INITIAL_ACCUMULATOR, epsilon=1e-7))
+    _, adam_vector, _ = _train(keras.optimizers.Adam(0.1))
+    table, vector, _ = _train(optimizers.AdagradAdam(0.1))
+    np.testing.assert_allclose(table, adagrad_table, rtol=1e-6)
+    np.testing.assert_array_equal(table[[0, 4, 5]], start[[0, 4, 5]])
+    assert not np.allclose(table[[1, 2, 3]], start[[1, 2, 3]])
+    np.testing.assert_allclose(vector, adam_vector, rtol=1e-6)
+
+
+def test_a_model_with_embeddings_gets_sparse_gradients_and_the_sparse_update():
+    """The synthetic dataset's model embeds its large vocabularies: their gradients arrive
+    as IndexedSlices, which is what makes the lazy update cheap."""
+    spec = datasets.load("synthetic").feature_spec()
+    vocab_sizes = {key: 1000 for key in spec.categorical_keys}
+    classifier = model.build_model(spec, vocab_sizes, num_classes=2, hidden_units=(8,), optimizer="lazy_adam")
+    embeddings = [layer for layer in classifier.layers if isinstance(layer, keras.layers.Embedding)]
+    assert embeddings and model.has_embeddings(spec, vocab_sizes)
+    assert isinstance(classifier.optimizer, optimizers.LazyAdam)
+    batch = {name: tf.zeros([4], dtype=tensor.dtype) for name, tensor in classifier.input.items()}
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(classifier(batch, training=True))
+    gradients = dict(zip((v.name for v in classifier.trainable_variables),
+                         tape.gradient(loss, classifier.trainable_variables)))
+    sparse = {name for name, gradient in gradients.items() if isinstance(gradient, tf.IndexedSlices)}
+    assert sparse == {layer.embeddings.name for layer in embeddings}
+
+
+def test_penguins_model_is_all_one_hot():
+    spec = datasets.load("penguins").feature_spec()
+    vocab_sizes = {"island": 3, "sex": 2}
+    classifier = model.build_model(spec, vocab_sizes, num_classes=3)
+    assert not any(isinstance(layer, keras.layers.Embedding) for layer in classifier.layers)
+    assert not model.has_embeddings(spec, vocab_sizes)
+
+
+@pytest.mark.parametrize(
+    "requested, has_embeddings, on_tpu, expected",
+    [
+        ("auto", True, False, "lazy_adam"),
+        ("auto", False, False, "adam"),
+        # TPU steps are compiled with static shapes; the touched rows are not.
+        ("auto", True, True, "adam"),
+        ("adam", True, False, "adam"),
+        ("adagrad_adam", False, False, "adagrad_adam"),
+    ],
+)
+def test_auto_optimizer_follows_the_model(requested, has_embeddings, on_tpu, expected):
+    assert optimizer_choice.choose(requested, has_embeddings, on_tpu) == expected
+
+
+def test_unknown_optimizer_names_the_options():
+    with pytest.raises(ValueError, match="lazy_adam"):
+        optimizer_choice.choose("sgd", True)
+
+
+@pytest.mark.parametrize(
+    "devices, sparse, expected_xla",
+    [
+        (hardware.Devices(gpu_compute_capabilities=((8, 0),)), False, True),
+        (hardware.Devices(gpu_compute_capabilities=((8, 0),)), True, False),
+        (hardware.Devices(has_tpu=True), True, True),
+        (hardware.Devices(), True, False),
+    ],
+)
+def test_auto_xla_stays_off_on_the_sparse_path_except_on_tpu(devices, sparse, expected_xla):
+    assert hardware.choose(devices, sparse_updates=sparse).xla is expected_xla
+    # An explicit choice wins.
+    assert hardware.choose(devices, xla="on", sparse_updates=sparse).xla is True
