@@ -58,8 +58,22 @@ def test_every_example_is_read_once_per_epoch_as_tfxio_reads_it(first_run, split
         np.testing.assert_array_equal(_rows(dataset), expected)
         # The second epoch (from the cache) holds the same examples.
         np.testing.assert_array_equal(_rows(dataset), expected)
-    assert train.batches_per_epoch(pattern, 32) == math.ceil(len(expected) / 32)
-    assert train.batches_per_epoch(pattern, 32, drop_remainder=True) == len(expected) // 32
+    assert train.batches_per_epoch(dataset, pattern, 32) == math.ceil(len(expected) / 32)
+    dropping = train.input_dataset(pattern, tf_transform_output, LABEL, batch_size=32, shuffle=True,
+                                   drop_remainder=True)
+    assert train.batches_per_epoch(dropping, pattern, 32, drop_remainder=True) == len(expected) // 32
+
+
+def test_data_too_large_to_cache_is_counted_from_its_records(first_run, monkeypatch):
+    examples, tf_transform_output = _transform_outputs(first_run)
+    split_dir = examples / "Split-train"
+    expected = len(_tfxio_rows(split_dir, tf_transform_output))
+    monkeypatch.setattr(train, "CACHE_LIMIT_BYTES", 0)
+    pattern = [str(split_dir / "*")]
+    dataset = train.input_dataset(pattern, tf_transform_output, LABEL, batch_size=32, shuffle=True)
+    assert train.batches_per_epoch(dataset, pattern, 32) == math.ceil(expected / 32)
+    assert train.batches_per_epoch(dataset, pattern, 32, drop_remainder=True) == expected // 32
+    assert len(_rows(dataset)) == expected
 
 
 def test_shuffled_epochs_differ_in_order_and_full_batches_keep_their_shape(first_run):
