@@ -19,11 +19,13 @@ included, as a real run pays them) and the accuracy on the eval split:
   sparse_xla     sparse + jit_compile
   sparse_bf16    sparse + mixed_bfloat16
   auto           what run_fn does on this machine: optimizer_choice and hardware.choose
-                 with the config defaults, the step count from counting records (timed),
-                 then fit from the uncached files, as every variant
+                 with the config defaults, timed from the uncached files as run_fn
+                 trains: the step count (which reads the files once, filling the cache)
+                 and fit
   input          the input pipeline alone: one epoch of batches, nothing trained
 
-Every variant's data is read uncached in its (first) epoch. Each also prints ms/step (from
+Every variant's data is read from the files (uncached) in its timed run: the others read
+while they train their first epoch. Each also prints ms/step (from
 its fit) and the optimizer's share of a step: a timed split over cached batches of the
 training step with and without applying the gradients. `auto` is also trained for two
 epochs on a fresh model: its first (uncached) epoch's rate against its second (cached).
@@ -39,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import statistics
 import sys
 import tempfile
 import time
@@ -53,6 +56,8 @@ PIPELINE_NAME = "trainer-bench"
 UP_TO_TRANSFORM = ("CsvExampleGen", "StatisticsGen", "ImportSchemaGen", "ExampleValidator",
                    "AnomalyGate", "Transform")
 SPE_CANDIDATES = (8, 32, 128)
+# XLA on this CPU kind takes about 1.6 s a step: enough steps to measure, not an hour.
+SLOW_STEPS = 40
 TUNING_STEPS = 512
 
 
@@ -115,6 +120,7 @@ class Bench:
 
     def __init__(self, examples, transform_graph_uri: str, config: PipelineConfig, epochs: int,
                  slow_steps: int):
+        import tensorflow as tf
         import tensorflow_transform as tft
         from tfx.components.trainer.fn_args_utils import DataAccessor
         from tfx.components.util import tfxio_utils
@@ -142,17 +148,25 @@ class Bench:
         self.batch_size = config.batch_size
         self.eval_steps = train.batches_per_epoch(self.our_dataset(self.eval_files, shuffle=False),
                                                   self.eval_files, self.batch_size)
-        self.train_steps = train.batches_per_epoch(self.our_dataset(self.train_files, shuffle=False),
-                                                   self.train_files, self.batch_size)
+        self.train_records = int(self.our_dataset(self.train_files, shuffle=False).reduce(
+            tf.constant(0), lambda count, batch: count + tf.shape(batch[1])[0]))
+        self.train_steps = -(-self.train_records // self.batch_size)
         self.results: dict[str, dict] = {}
 
-    def our_dataset(self, files, shuffle: bool, drop_remainder: bool = False):
+    def our_dataset(self, files, shuffle: bool, drop_remainder: bool = False, batch_size: int | None = None):
         from trainer_module import train
 
         return train.input_dataset(
             files, self.tf_transform_output, self.spec.transformed_label_key,
-            self.batch_size, shuffle=shuffle, drop_remainder=drop_remainder,
+            batch_size or self.batch_size, shuffle=shuffle, drop_remainder=drop_remainder,
         )
+
+    def steps_for(self, dataset) -> int:
+        """Batches in one epoch of a training dataset: whole ones only where its batch
+        dimension is static (drop_remainder)."""
+        if dataset.element_spec[1].shape[0] is not None:
+            return self.train_records // self.batch_size
+        return self.train_steps
 
     def anchor_dataset(self, files):
         """TFX penguin example's _input_fn: the factory's defaults, then .repeat()."""
@@ -165,19 +179,27 @@ class Bench:
         ).repeat()
 
     def measure(self, name: str, build: Callable, train_ds, eval_ds, repeat: bool,
-                steps: int | None = None, split: dict | None = None) -> dict:
+                steps: int | None = None, split: dict | None = None, spe: int = 1) -> dict:
         """Builds a model, times its training, evaluates it, then times the split of its
         step (split: the step_split arguments; None: not measured).
 
-        steps: train only that many steps (one epoch) instead of the full epochs, for
-        variants too slow to finish; the result says so.
+        steps: train only that many steps (one epoch, rounded up to whole executions of
+        spe steps) instead of the full epochs, for variants too slow to finish, after one
+        untimed execution that traces (and XLA-compiles) the step; the result says so.
         """
         import tf_keras as keras
 
         epochs = self.epochs if steps is None else 1
-        steps_per_epoch = steps or self.train_steps
+        if steps:
+            steps = -(-steps // spe) * spe
+        steps_per_epoch = steps or self.steps_for(train_ds)
+        compile_s = None
         with policy_reset():
             classifier = build()
+            if steps:
+                started = time.perf_counter()
+                classifier.fit(train_ds.repeat(), epochs=1, steps_per_epoch=spe, verbose=0)
+                compile_s = round(time.perf_counter() - started, 2)
             started = time.perf_counter()
             classifier.fit(train_ds.repeat() if steps else train_ds, epochs=epochs,
                            steps_per_epoch=steps_per_epoch if (repeat or steps) else None, verbose=0)
@@ -188,11 +210,13 @@ class Bench:
             result = {"eps": round(trained * self.batch_size / seconds), "seconds": round(seconds, 2),
                       "accuracy": round(float(accuracy), 4), "trained_steps": trained,
                       "ms_per_step": round(1000 * seconds / trained, 2)}
+            if compile_s is not None:
+                result["compile_s"] = compile_s
             if split is not None:
                 result.update(step_split(classifier, self.cached_batches(), **split))
         keras.backend.clear_session()
         self.results[name] = result
-        print_variant(name, result, f"  (stopped after {steps} steps)" if steps else "")
+        print_variant(name, result, f"  ({steps} steps after a first execution of {compile_s}s)" if steps else "")
         return result
 
     def cached_batches(self):
@@ -205,8 +229,10 @@ class Bench:
         return self._cached_batches
 
 
-# Batches (cached in memory) each step split is timed over, after one untimed pass.
+# Batches (cached in memory) each round of a step split is timed over; the median of the
+# rounds counts.
 SPLIT_BATCHES = 128
+SPLIT_ROUNDS = 5
 
 
 def print_variant(name: str, result: dict, suffix: str = "") -> None:
@@ -260,14 +286,18 @@ def step_split(classifier, batches, steps_per_execution: int = 32, xla: bool = F
         return run
 
     calls = max(1, SPLIT_BATCHES // steps_per_execution)
-    timings = {}
-    for name, step in (("gradients", gradients_only), ("full", full_step)):
-        run, iterator = executions(step), iter(batches.repeat())
+    runs = {name: (executions(step), iter(batches.repeat()))
+            for name, step in (("gradients", gradients_only), ("full", full_step))}
+    for run, iterator in runs.values():
         run(iterator)  # trace and warm up
-        started = time.perf_counter()
-        for _ in range(calls):
-            run(iterator)
-        timings[name] = 1000 * (time.perf_counter() - started) / (calls * steps_per_execution)
+    timings: dict[str, list[float]] = {name: [] for name in runs}
+    for _ in range(SPLIT_ROUNDS):  # alternated, so drift on this shared machine hits both alike
+        for name, (run, iterator) in runs.items():
+            started = time.perf_counter()
+            for _ in range(calls):
+                run(iterator)
+            timings[name].append(1000 * (time.perf_counter() - started) / (calls * steps_per_execution))
+    timings = {name: statistics.median(values) for name, values in timings.items()}
     return {"step_ms_cached": round(timings["full"], 2),
             "optimizer_share": round(max(0.0, 1 - timings["gradients"] / timings["full"]), 3)}
 
@@ -288,8 +318,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--epochs", type=int, default=1, help="epochs each variant trains (default: 1)")
     parser.add_argument("--workdir", default=str(harness.REPO / "workspace" / "bench"), help="cached data and runs")
     parser.add_argument("--only", help="comma-separated variants to run (default: all)")
-    parser.add_argument("--slow-steps", type=int, default=100,
-                        help="steps the eager and XLA variants train (default: 100; a full epoch can take hours)")
+    parser.add_argument("--slow-steps", type=int, default=SLOW_STEPS,
+                        help=f"steps the eager and XLA variants train (default: {SLOW_STEPS}; "
+                             "a full epoch can take hours)")
     args = parser.parse_args(argv)
     config = PipelineConfig(home=args.workdir, dataset="synthetic", rows=args.rows, pipeline_name=PIPELINE_NAME)
     examples, graph_uri = transformed_data(config)
@@ -372,7 +403,7 @@ def run_variants(bench: Bench, only: set[str] | None) -> None:
                           split={"steps_per_execution": spe})
     if wanted("sparse_xla"):
         bench.measure("sparse_xla", build(xla=True, spe=spe, optimizer="lazy_adam"), train_ds(True), eval_ds,
-                      repeat=False, steps=bench.slow_steps)
+                      repeat=False, steps=bench.slow_steps, spe=spe)
     if wanted("sparse_bf16"):
         bench.measure("sparse_bf16", build("mixed_bfloat16", spe=spe, optimizer="lazy_adam"),
                       train_ds().repeat(), eval_ds, repeat=True, split={"steps_per_execution": spe})
@@ -382,9 +413,9 @@ def run_variants(bench: Bench, only: set[str] | None) -> None:
 
 def measure_auto(bench: Bench, build: Callable) -> None:
     """run_fn's choices and its way of training, timed from the uncached files: the step
-    count (which, for data the pipeline caches, is the first read) and fit. Then a fresh
-    model trains two epochs the same way: its first epoch, the count included, against its
-    second, from the cache."""
+    count (for data the pipeline caches, the one read of the files, filling the cache)
+    and fit. Then a fresh model trains two epochs the same way: its first epoch, the count
+    included, against its second."""
     from trainer_module import hardware, model, optimizer_choice, train
 
     config = bench.config
@@ -394,27 +425,28 @@ def measure_auto(bench: Bench, build: Callable) -> None:
     choice = hardware.choose(devices, config.strategy, config.precision, config.xla,
                              sparse_updates=optimizer in optimizer_choice.SPARSE_OPTIMIZERS)
     spe = config.steps_per_execution
-    make = build(choice.precision, choice.xla, spe, strategy=hardware.build_strategy(choice.strategy),
-                 optimizer=optimizer)
+    strategy = hardware.build_strategy(choice.strategy)
+    global_batch = bench.batch_size * strategy.num_replicas_in_sync  # as run_fn
+    make = build(choice.precision, choice.xla, spe, strategy=strategy, optimizer=optimizer)
     hparams = {**train.hyperparameters({}), "epochs": bench.epochs, "steps_per_execution": spe,
                "tensorboard_histogram_freq": 0}
 
     def run_fn_training(classifier, epochs: int, run_dir: str) -> tuple[dict, float]:
         started = time.perf_counter()
-        train_ds = bench.our_dataset(bench.train_files, shuffle=True, drop_remainder=choice.xla)
-        eval_ds = bench.our_dataset(bench.eval_files, shuffle=False)
-        steps = train.epoch_steps(train_ds, bench.train_files, eval_ds, bench.eval_files, bench.batch_size,
-                                  choice.xla)
+        train_ds = bench.our_dataset(bench.train_files, shuffle=True, drop_remainder=choice.xla,
+                                     batch_size=global_batch)
+        eval_ds = bench.our_dataset(bench.eval_files, shuffle=False, batch_size=global_batch)
+        steps = train.epoch_steps(train_ds, bench.train_files, eval_ds, bench.eval_files, global_batch)
         counted = time.perf_counter() - started
         return train.fit_and_evaluate(classifier, train_ds, eval_ds, {**hparams, "epochs": epochs}, run_dir,
-                                      bench.batch_size, steps), counted
+                                      global_batch, steps), counted
 
     with policy_reset(), tempfile.TemporaryDirectory() as run_dir:
         classifier = make()
         report, counted = run_fn_training(classifier, bench.epochs, run_dir)
         seconds = counted + report["fit_wall_s"]
         trained = report["train_steps"]
-        result = {"eps": round(trained * bench.batch_size / seconds), "seconds": round(seconds, 2),
+        result = {"eps": round(trained * global_batch / seconds), "seconds": round(seconds, 2),
                   "count_s": round(counted, 2), "accuracy": round(report["final_eval_accuracy"], 4),
                   "trained_steps": trained, "ms_per_step": round(1000 * seconds / trained, 2),
                   **step_split(classifier, bench.cached_batches(), spe, choice.xla),
@@ -425,7 +457,7 @@ def measure_auto(bench: Bench, build: Callable) -> None:
                                       f"{choice.strategy}; counting the batches took {counted:.1f}s)")
 
         report, counted = run_fn_training(make(), 2, run_dir)
-        examples = bench.train_steps * bench.batch_size
+        examples = report["train_steps"] / 2 * global_batch
         first_epoch_s = counted + examples / report["first_epoch_examples_per_second"]
         result.update(first_epoch_eps=round(examples / first_epoch_s),
                       cached_epoch_eps=round(report["later_epochs_examples_per_second"]))

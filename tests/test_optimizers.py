@@ -120,3 +120,25 @@ def test_auto_xla_stays_off_on_the_sparse_path_except_on_tpu(devices, sparse, ex
     assert hardware.choose(devices, sparse_updates=sparse).xla is expected_xla
     # An explicit choice wins.
     assert hardware.choose(devices, xla="on", sparse_updates=sparse).xla is True
+
+
+@pytest.mark.parametrize("optimizer_class", [optimizers.LazyAdam, optimizers.AdagradAdam])
+def test_optimizer_config_round_trips(optimizer_class):
+    """Keras rebuilds optimizers from their config (model.save / load_model)."""
+    original = optimizer_class(learning_rate=0.03)
+    rebuilt = optimizer_class.from_config(original.get_config())
+    assert type(rebuilt) is optimizer_class
+    assert float(rebuilt.learning_rate) == pytest.approx(0.03)
+    assert rebuilt.jit_compile is False
+
+
+def test_adagrad_moves_an_embedding_row_about_as_far_as_adam_at_first():
+    """A tiny batch-mean gradient still moves the row by about the learning rate (with
+    tf_keras' 0.1 start the row would barely move)."""
+    start = np.zeros((2, 3), np.float32)
+    for optimizer in (keras.optimizers.Adam(0.01), optimizers.AdagradAdam(0.01)):
+        table = tf.Variable(start)
+        gradient = tf.IndexedSlices(tf.constant([[1e-4, -1e-4, 1e-4]]), tf.constant([0]), tf.constant([2, 3]))
+        optimizer.apply_gradients([(gradient, table)])
+        np.testing.assert_allclose(np.abs(table.numpy()[0]), 0.01, rtol=0.05)
+        np.testing.assert_array_equal(table.numpy()[1], 0.0)

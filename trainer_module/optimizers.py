@@ -19,9 +19,10 @@ import tf_keras as keras
 
 from trainer_module.optimizer_choice import OPTIMIZERS
 
-# Adagrad's steps shrink as squared gradients accumulate; it starts from this, as
-# tf_keras' Adagrad does.
-ADAGRAD_INITIAL_ACCUMULATOR = 0.1
+# Adagrad's steps shrink as squared gradients accumulate from this start. tf_keras' 0.1
+# dwarfs a batch-mean loss's gradients (rows barely moved); from zero (Duchi et al.'s
+# Adagrad), a row's first step is about the learning rate, as Adam's is.
+ADAGRAD_INITIAL_ACCUMULATOR = 0.0
 
 
 def build(name: str, learning_rate: float) -> keras.optimizers.Optimizer:
@@ -39,7 +40,9 @@ class LazyAdam(keras.optimizers.Adam):
     """Adam whose sparse updates read and write only the rows in the gradient."""
 
     def __init__(self, learning_rate: float = 0.001, name: str = "LazyAdam", **kwargs) -> None:
-        # An XLA-compiled update would be recompiled for every count of touched rows.
+        # An XLA-compiled update would be recompiled for every count of touched rows (and
+        # from_config passes the saved jit_compile back).
+        kwargs.pop("jit_compile", None)
         super().__init__(learning_rate=learning_rate, name=name, jit_compile=False, **kwargs)
 
     def update_step(self, gradient, variable):
@@ -69,6 +72,7 @@ class AdagradAdam(keras.optimizers.Adam):
     """Adagrad for variables with sparse gradients (embeddings), Adam for the others."""
 
     def __init__(self, learning_rate: float = 0.001, name: str = "AdagradAdam", **kwargs) -> None:
+        kwargs.pop("jit_compile", None)  # as LazyAdam
         super().__init__(learning_rate=learning_rate, name=name, jit_compile=False, **kwargs)
 
     def build(self, var_list):

@@ -101,26 +101,32 @@ def matching_files(file_pattern: list[str]) -> list[str]:
 
 def compression_of(files: list[str]) -> str:
     """Transform writes gzip-compressed TFRecord shards (*.gz), all alike."""
-    return "GZIP" if files[0].endswith(".gz") else ""
+    compressed = {path.endswith(".gz") for path in files}
+    if len(compressed) > 1:
+        raise ValueError(f"the transformed examples in {os.path.dirname(files[0])} mix gzip (*.gz) and "
+                         "uncompressed shards; rerun Transform to rewrite them")
+    return "GZIP" if compressed.pop() else ""
 
 
-def batches_per_epoch(
-    dataset: tf.data.Dataset, file_pattern: list[str], batch_size: int, drop_remainder: bool = False
-) -> int:
-    """Batches in one epoch of input_dataset(file_pattern, ...) (Keras needs the count to
-    run several steps per call).
+def batches_per_epoch(dataset: tf.data.Dataset, file_pattern: list[str], batch_size: int) -> int:
+    """Batches in one epoch of dataset = input_dataset(file_pattern, ..., batch_size, ...)
+    (Keras needs the count to run several steps per call).
 
     Data that input_dataset caches is counted by reading it once: that fills the cache at
     the input pipeline's full speed, which on few cores is faster than reading while
-    training. Larger data is counted from its records in chunks (read, not parsed).
+    training (fit's epochs then all come from memory). Larger data is counted from its
+    records in chunks (read, not parsed).
     """
     files = matching_files(file_pattern)
     if files_size(files) <= CACHE_LIMIT_BYTES:
         return int(dataset.reduce(tf.constant(0, tf.int64), lambda count, _: count + 1))
-    chunks = tf.data.TFRecordDataset(files, compression_type=compression_of(files)).batch(
-        CHUNK_BATCHES * batch_size)
+    chunks = tf.data.TFRecordDataset(
+        files, compression_type=compression_of(files), num_parallel_reads=min(len(files), READ_PARALLELISM)
+    ).batch(CHUNK_BATCHES * batch_size)
     records = int(chunks.reduce(tf.constant(0, tf.int64), lambda count, chunk: count + tf.size(chunk, tf.int64)))
-    return records // batch_size if drop_remainder else -(-records // batch_size)
+    # A static batch dimension: input_dataset dropped the last, partial batch.
+    drops_remainder = dataset.element_spec[1].shape[0] is not None
+    return records // batch_size if drops_remainder else -(-records // batch_size)
 
 
 def files_size(files: list[str]) -> int:
@@ -134,29 +140,39 @@ def run_fn(fn_args: FnArgs) -> None:
     tf_transform_output = tft.TFTransformOutput(fn_args.transform_output)
     vocab_sizes, num_classes = vocabulary_sizes(tf_transform_output, spec)
     devices = hardware.detect()
+    embedded = model.has_embeddings(spec, vocab_sizes)
     optimizer = optimizer_choice.choose(
-        hparams["optimizer"], model.has_embeddings(spec, vocab_sizes),
-        on_tpu=devices.has_tpu or hparams["strategy"] == "tpu",
+        hparams["optimizer"], embedded, on_tpu=devices.has_tpu or hparams["strategy"] == "tpu"
     )
+    # Only embedding tables get sparse gradients: without them every optimizer is dense.
     choice = hardware.choose(devices, hparams["strategy"], hparams["precision"], hparams["xla"],
-                             sparse_updates=optimizer in optimizer_choice.SPARSE_OPTIMIZERS)
+                             sparse_updates=embedded and optimizer in optimizer_choice.SPARSE_OPTIMIZERS)
     strategy = hardware.build_strategy(choice.strategy)
     replicas = strategy.num_replicas_in_sync
     # batch_size is per replica; the input pipeline yields global batches.
     global_batch_size = hparams["batch_size"] * replicas
     label_key = spec.transformed_label_key
+    # Equal batches: XLA compiles one shape; accumulation splits a batch into equal parts.
+    equal_batches = choice.xla or hparams["accumulation_steps"] > 1
     train_ds = input_dataset(
         fn_args.train_files, tf_transform_output, label_key,
-        global_batch_size, shuffle=True, drop_remainder=choice.xla,
+        global_batch_size, shuffle=True, drop_remainder=equal_batches,
     )
     eval_ds = input_dataset(fn_args.eval_files, tf_transform_output, label_key, global_batch_size, shuffle=False)
     learning_rate = effective_learning_rate(hparams, replicas)
     model_args = (spec, vocab_sizes, num_classes, hparams["hidden_units"], learning_rate)
-    label_scale = label_statistics(train_ds) if spec.task == features.REGRESSION else {}
+    # Reading before fit: for data the pipeline caches, this is its one read of the files.
     started = time.perf_counter()
-    steps = epoch_steps(train_ds, fn_args.train_files, eval_ds, fn_args.eval_files, global_batch_size,
-                        choice.xla) if hparams["steps_per_execution"] > 1 else EpochSteps()
-    count_s = time.perf_counter() - started
+    label_scale = label_statistics(train_ds) if spec.task == features.REGRESSION else {}
+    steps = epoch_steps(train_ds, fn_args.train_files, eval_ds, fn_args.eval_files, global_batch_size) if (
+        hparams["steps_per_execution"] > 1) else EpochSteps()
+    read_s = time.perf_counter() - started
+    if steps.train == 0 and equal_batches:
+        raise ValueError(f"the training split has fewer rows than one global batch ({global_batch_size}), "
+                         "which XLA and gradient accumulation need whole; use a smaller --batch-size")
+    if steps.train == 0:
+        raise ValueError("the training split is empty; give the data more rows or the split more "
+                         "train buckets (--split)")
     chief = hardware.is_chief(os.environ.get("TF_CONFIG"))
     with worker_dir(fn_args.model_run_dir, chief) as run_dir, worker_dir(
         fn_args.serving_model_dir, chief
@@ -179,7 +195,7 @@ def run_fn(fn_args: FnArgs) -> None:
         started = time.perf_counter()
         signatures.export(serving_copy(classifier, model_args, label_scale), tf_transform_output, spec, export_dir)
         results["export_wall_s"] = round(time.perf_counter() - started, 3)
-        results["count_wall_s"] = round(count_s, 3)
+        results["read_before_fit_wall_s"] = round(read_s, 3)
         if chief:
             write_report(run_dir, {
                 **hparams,
@@ -207,9 +223,9 @@ class EpochSteps:
 
 
 def epoch_steps(train_ds: tf.data.Dataset, train_files: list[str], eval_ds: tf.data.Dataset,
-                eval_files: list[str], global_batch_size: int, drop_remainder: bool) -> EpochSteps:
+                eval_files: list[str], global_batch_size: int) -> EpochSteps:
     return EpochSteps(
-        train=batches_per_epoch(train_ds, train_files, global_batch_size, drop_remainder),
+        train=batches_per_epoch(train_ds, train_files, global_batch_size),
         eval=batches_per_epoch(eval_ds, eval_files, global_batch_size),
     )
 
@@ -284,7 +300,8 @@ def fit_and_evaluate(
     return {
         "train_steps": counter.total,
         "examples_per_second": round(examples / fit_s, 1),
-        # The first epoch reads the files (and traces the step); later ones, the cache.
+        # The first epoch traces the step (and, for data too large to cache, every epoch
+        # reads the files).
         "first_epoch_examples_per_second": counter.epoch_rates[0],
         **({"later_epochs_examples_per_second": round(statistics.mean(counter.epoch_rates[1:]), 1)}
            if len(counter.epoch_rates) > 1 else {}),

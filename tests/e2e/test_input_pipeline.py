@@ -61,7 +61,7 @@ def test_every_example_is_read_once_per_epoch_as_tfxio_reads_it(first_run, split
     assert train.batches_per_epoch(dataset, pattern, 32) == math.ceil(len(expected) / 32)
     dropping = train.input_dataset(pattern, tf_transform_output, LABEL, batch_size=32, shuffle=True,
                                    drop_remainder=True)
-    assert train.batches_per_epoch(dropping, pattern, 32, drop_remainder=True) == len(expected) // 32
+    assert train.batches_per_epoch(dropping, pattern, 32) == len(expected) // 32
 
 
 def test_data_too_large_to_cache_is_counted_from_its_records(first_run, monkeypatch):
@@ -72,7 +72,11 @@ def test_data_too_large_to_cache_is_counted_from_its_records(first_run, monkeypa
     pattern = [str(split_dir / "*")]
     dataset = train.input_dataset(pattern, tf_transform_output, LABEL, batch_size=32, shuffle=True)
     assert train.batches_per_epoch(dataset, pattern, 32) == math.ceil(expected / 32)
-    assert train.batches_per_epoch(dataset, pattern, 32, drop_remainder=True) == expected // 32
+    dropping = train.input_dataset(pattern, tf_transform_output, LABEL, batch_size=32, shuffle=True,
+                                   drop_remainder=True)
+    assert train.batches_per_epoch(dropping, pattern, 32) == expected // 32
+    assert len(_rows(dataset)) == expected
+    # Nothing was cached: every epoch reads the files.
     assert len(_rows(dataset)) == expected
 
 
@@ -90,4 +94,15 @@ def test_shuffled_epochs_differ_in_order_and_full_batches_keep_their_shape(first
 def test_no_transformed_examples_is_one_clear_error(tmp_path, first_run):
     _, tf_transform_output = _transform_outputs(first_run)
     with pytest.raises(ValueError, match="rerun Transform"):
+        train.input_dataset([str(tmp_path / "*")], tf_transform_output, LABEL, batch_size=32, shuffle=False)
+
+
+def test_shards_mixing_compressions_are_one_clear_error(tmp_path, first_run):
+    examples, tf_transform_output = _transform_outputs(first_run)
+    [shard] = sorted((examples / "Split-eval").iterdir())
+    (tmp_path / "a.gz").write_bytes(shard.read_bytes())
+    with tf.io.TFRecordWriter(str(tmp_path / "b")) as writer:
+        for record in tf.data.TFRecordDataset(str(shard), compression_type="GZIP").take(3):
+            writer.write(record.numpy())
+    with pytest.raises(ValueError, match="mix gzip"):
         train.input_dataset([str(tmp_path / "*")], tf_transform_output, LABEL, batch_size=32, shuffle=False)
