@@ -24,7 +24,8 @@ included, as a real run pays them) and the accuracy on the eval split:
                  and fit
   input          the input pipeline alone: one epoch of batches, nothing trained
 
-Every variant's data is read from the files (uncached) in its timed run: the others read
+Each variant runs in a fresh interpreter (--in-process: all in this one), so none inherits
+another's memory or thread state. Every variant's data is read from the files (uncached) in its timed run: the others read
 while they train their first epoch. Each also prints ms/step (from
 its fit) and the optimizer's share of a step: a timed split over cached batches of the
 training step with and without applying the gradients. `auto` is also trained for two
@@ -321,16 +322,63 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--slow-steps", type=int, default=SLOW_STEPS,
                         help=f"steps the eager and XLA variants train (default: {SLOW_STEPS}; "
                              "a full epoch can take hours)")
+    parser.add_argument("--in-process", action="store_true",
+                        help="run the variants in this process (default: each in a fresh one)")
+    # Set by the parent for a variant that builds on earlier results.
+    parser.add_argument("--base-spe", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--base-xla", choices=("on", "off"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     config = PipelineConfig(home=args.workdir, dataset="synthetic", rows=args.rows, pipeline_name=PIPELINE_NAME)
     examples, graph_uri = transformed_data(config)
-    bench = Bench(examples, graph_uri, config, args.epochs, args.slow_steps)
-    print(f"train: {bench.train_steps} batches of {bench.batch_size} x {args.epochs} epoch(s); "
-          f"eval: {bench.eval_steps} batches; CPU: {cpu_model()}", flush=True)
-    run_variants(bench, set(args.only.split(",")) if args.only else None)
-    summary = summarize(bench.results)
-    harness.print_result(summary, sort_keys=True)
+    only = set(args.only.split(",")) if args.only else None
+    if args.in_process:
+        bench = Bench(examples, graph_uri, config, args.epochs, args.slow_steps)
+        print(f"train: {bench.train_steps} batches of {bench.batch_size} x {args.epochs} epoch(s); "
+              f"eval: {bench.eval_steps} batches; CPU: {cpu_model()}", flush=True)
+        base_xla = None if args.base_xla is None else args.base_xla == "on"
+        run_variants(bench, only, base_spe=args.base_spe, base_xla=base_xla)
+        results = bench.results
+    else:
+        print(f"each variant in a fresh process; CPU: {cpu_model()}", flush=True)
+        results = run_isolated(args, only)
+    harness.print_result(summarize(results), sort_keys=True)
     return 0
+
+
+# The order variants run in; each later one builds on the faster of graph and graph_xla
+# and on the tuned steps_per_execution ("spe").
+VARIANTS = ("input", "anchor", "eager", "graph", "graph_xla", "spe", "bf16", "sparse", "sparse_adagrad",
+            "sparse_xla", "sparse_bf16", "auto")
+
+
+def run_isolated(args: argparse.Namespace, only: set[str] | None) -> dict[str, dict]:
+    """Each variant in its own interpreter: what one variant leaves behind in a process
+    (memory, thread pools, traced functions) cannot slow or speed up the next."""
+    import json
+    import subprocess
+
+    results: dict[str, dict] = {}
+    base_spe: int | None = None
+    for name in VARIANTS:
+        if only is not None and name not in only:
+            continue
+        base_xla = "graph_xla" in results and results["graph_xla"]["eps"] > results.get("graph", {"eps": 0})["eps"]
+        command = [sys.executable, __file__, "--in-process", "--only", name, "--rows", str(args.rows),
+                   "--epochs", str(args.epochs), "--workdir", args.workdir, "--slow-steps", str(args.slow_steps),
+                   "--base-xla", "on" if base_xla else "off"]
+        if base_spe:
+            command += ["--base-spe", str(base_spe)]
+        done = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                              cwd=harness.REPO)
+        lines = done.stdout.splitlines()
+        for line in lines:
+            if line.startswith("  "):
+                print(line, flush=True)
+        if done.returncode != 0 or not lines or not lines[-1].startswith("{"):
+            sys.exit(f"variant {name} failed (exit {done.returncode}); rerun it with --in-process --only {name}")
+        results.update(json.loads(lines[-1])["variants"])
+        base_spe = base_spe or next((int(key[4:]) for key in results if key.startswith("spe_")), None)
+    return results
 
 
 def cpu_model() -> str:
@@ -344,7 +392,8 @@ def cpu_model() -> str:
     return f"{name}, native bfloat16: {'yes' if hardware.cpu_has_bfloat16() else 'no'}"
 
 
-def run_variants(bench: Bench, only: set[str] | None) -> None:
+def run_variants(bench: Bench, only: set[str] | None, base_spe: int | None = None,
+                 base_xla: bool | None = None) -> None:
     import tensorflow as tf
 
     from trainer_module import model
@@ -387,13 +436,14 @@ def run_variants(bench: Bench, only: set[str] | None) -> None:
         bench.measure("graph_xla", build(xla=True), train_ds(xla=True), eval_ds, repeat=False,
                       steps=bench.slow_steps)
     # Each later variant adds its change to the faster of graph and graph + XLA.
-    xla = "graph_xla" in bench.results and bench.results["graph_xla"]["eps"] > bench.results.get(
-        "graph", {"eps": 0})["eps"]
+    xla = base_xla if base_xla is not None else (
+        "graph_xla" in bench.results and bench.results["graph_xla"]["eps"] > bench.results.get(
+            "graph", {"eps": 0})["eps"])
     spe = tune_steps_per_execution(bench, build, xla) if wanted("spe") else None
     if spe:
         bench.measure(f"spe_{spe}", build(xla=xla, spe=spe), train_ds(xla).repeat(), eval_ds, repeat=True,
                       split={"steps_per_execution": spe, "xla": xla})
-    spe = spe or bench.config.steps_per_execution
+    spe = spe or base_spe or bench.config.steps_per_execution
     if wanted("bf16"):
         bench.measure("bf16", build("mixed_bfloat16", xla=xla, spe=spe), train_ds(xla).repeat(), eval_ds,
                       repeat=True, split={"steps_per_execution": spe, "xla": xla})

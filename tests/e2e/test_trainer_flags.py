@@ -56,6 +56,12 @@ CASES: dict[str, dict[str, Any]] = {
     "auto_embedded": {"optimizer": "auto", "features": EMBEDDED.to_config()},
     "auto_one_hot": {"optimizer": "auto"},
 }
+# Cases run_fn must refuse before training, with one line naming the cause and the fix:
+# accumulation needs whole batches, and penguins' training split is smaller than this one.
+TOO_LARGE_BATCH = 512
+FAILING_CASES: dict[str, dict[str, Any]] = {
+    "batch_larger_than_the_split": {"accumulation_steps": 2, "batch_size": TOO_LARGE_BATCH},
+}
 # Cases whose exported SavedModel is loaded and called (loading costs seconds each).
 SERVING_CASES = ("baseline", "bfloat16")
 # (case, report key, the value the flag sets or resolves to, the case it must differ from).
@@ -194,7 +200,7 @@ SCRIPT = textwrap.dedent(
         examples.split_names = artifact_utils.encode_split_names(["train", "eval"])
         model = artifact(standard_artifacts.Model, os.path.join(out, name, "model"))
         model_run = artifact(standard_artifacts.ModelRun, os.path.join(out, name, "model_run"))
-        Executor().Do(
+        do = lambda: Executor().Do(
             {"examples": [examples],
              "transform_graph": [artifact(standard_artifacts.TransformGraph, args["transform_graph"])],
              "schema": [artifact(standard_artifacts.Schema, args["schema"])]},
@@ -204,6 +210,15 @@ SCRIPT = textwrap.dedent(
              "custom_config": json.dumps(custom_config),
              "run_fn": "trainer_module.train.run_fn"},
         )
+        if name in args["failing_cases"]:
+            try:
+                do()
+            except Exception as err:  # the message the CLI would show
+                print(json.dumps({"case": name, "error": str(err)}), flush=True)
+            else:
+                print(json.dumps({"case": name, "error": None}), flush=True)
+            continue
+        do()
         with open(os.path.join(model_run.uri, "training_report.json")) as handle:
             report = json.load(handle)
         serving_dir = path_utils.serving_model_dir(model.uri)
@@ -230,8 +245,9 @@ def script_args(pipeline_root: Path, out: Path) -> dict[str, Any]:
         "schema": str(single_dir(pipeline_root / "ImportSchemaGen" / "schema")),
         "out": str(out),
         "cases": {name: {"features": PLAIN.to_config(), **COMMON_CONFIG, **BASELINE_FLAGS, **overrides}
-                  for name, overrides in CASES.items()},
+                  for name, overrides in {**CASES, **FAILING_CASES}.items()},
         "serving_cases": list(SERVING_CASES),
+        "failing_cases": list(FAILING_CASES),
         "raw_examples": RAW_PENGUINS,
     }
 
@@ -375,3 +391,11 @@ def test_profile_only_when_asked(cases):
     assert any(path.endswith(".xplane.pb") for path in cases["observability"]["profile_files"])
     assert not cases["baseline"]["profile_files"]
 
+
+
+def test_a_training_split_smaller_than_one_whole_batch_is_one_line(cases):
+    assert cases["setup"]["train_records"] < TOO_LARGE_BATCH
+    error = cases["batch_larger_than_the_split"]["error"]
+    assert error is not None and "\n" not in error
+    assert f"fewer rows than one global batch ({TOO_LARGE_BATCH})" in error
+    assert "--batch-size" in error
