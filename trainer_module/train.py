@@ -369,16 +369,12 @@ def tensorboard(model_run_dir: str, hparams: dict[str, Any]) -> keras.callbacks.
 def serving_copy(trained: keras.Model, model_args: tuple, label_scale: dict[str, float] | None = None) -> keras.Model:
     """The trained weights in a plain float32 model, whatever training used.
 
-    Mixed-precision variables are float32 already; only the layers' compute dtype differs,
-    and a float16 graph serves slowly on CPUs. Gradient accumulation lives in a Model
-    subclass that serving has no use for, and a sparse-aware optimizer's state would be
-    saved with the model it is tracked by. Built outside any strategy, so export sees plain
+    Always a fresh model: mixed-precision layers compute in a dtype that serves slowly on
+    CPUs (their variables are float32 already), gradient accumulation lives in a Model
+    subclass that serving has no use for, and the training optimizer's state would be saved
+    with the model that tracks it. Built outside any strategy, so export sees plain
     variables.
     """
-    low_precision = any(layer.compute_dtype in ("float16", "bfloat16") for layer in trained.layers)
-    plain = type(trained) is keras.Model and type(trained.optimizer) is keras.optimizers.Adam
-    if not low_precision and plain:
-        return trained
     serving_model = model.build_model(*model_args, **(label_scale or {}))
     serving_model.set_weights(trained.get_weights())
     return serving_model
