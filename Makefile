@@ -10,16 +10,24 @@ ARGS ?=
 PYTHON310 ?= $(shell for p in python3.10 $$(ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/versions/3.10.*/bin/python3.10 2>/dev/null | sort -V | tail -n 1); do \
 	"$$p" -c 'import sys; assert sys.version_info[:2] == (3, 10)' >/dev/null 2>&1 && { command -v "$$p"; break; }; done)
 
-.PHONY: run test test-fast lint bench bench-trainer bench-lineage bench-serving lock clean
+.PHONY: run test test-fast lint bench bench-trainer bench-lineage bench-serving lock clean cluster-deps cluster-test
 
 run: $(STAMP)
 	$(VENV)/bin/turbotfx run $(ARGS)
 
 # The tests start their own MariaDB and PostgreSQL servers on loopback: install the
 # Debian packages first when they are missing.
-test: $(STAMP)
+test: $(STAMP) cluster-deps
 	bash tests/doubles/install_db_servers.sh
 	$(PY) -m pytest $(ARGS)
+
+# Beam's Spark job server and the Spark engine, from Maven Central into .cache/cluster (mvn).
+cluster-deps: $(STAMP)
+	$(PY) -m pipeline.runners.spark.jars
+
+# The whole pipeline on a Spark standalone cluster the tests start on loopback (also in `make test`).
+cluster-test: $(STAMP) cluster-deps
+	$(PY) -m pytest -m cluster $(ARGS)
 
 # Everything but the end-to-end pipeline runs.
 test-fast: $(STAMP)
@@ -65,4 +73,4 @@ lock: $(STAMP)
 	mv constraints.txt.new constraints.txt
 
 clean:
-	rm -rf $(VENV) workspace
+	rm -rf $(VENV) workspace .cache

@@ -9,9 +9,12 @@ import pytest
 from pipeline.cli import args as cli_args
 from pipeline.cli.main import build_parser
 from pipeline.config import PipelineConfig
+from pipeline.runners.beam_args import BeamOptions
 
 # Flags of `run` that set something other than one field of the same meaning.
-SPECIAL = {"split", "scale_learning_rate", "no_cache", "verbose", "handler", "command"}
+# Flags that say where Beam runs: BeamOptions, not PipelineConfig.
+BEAM_FLAGS = {"beam_runner", "spark_master", "spark_job_server_jar", "job_endpoint", "worker_pool", "beam_arg"}
+SPECIAL = {"split", "scale_learning_rate", "no_cache", "verbose", "handler", "command"} | BEAM_FLAGS
 
 
 def subparser(name: str):
@@ -29,6 +32,19 @@ def test_every_flag_of_run_maps_to_a_config_field():
     assert set(cli_args.FIELD_OF_FLAG) <= run_flags, "a flag in FIELD_OF_FLAG that `run` does not have"
     assert set(cli_args.FIELD_OF_FLAG.values()) <= fields
     assert run_flags - set(cli_args.FIELD_OF_FLAG) - {"handler"} <= SPECIAL
+
+
+def test_run_beam_flags_reach_the_beam_options():
+    args = build_parser().parse_args([
+        "run", "--beam-runner", "spark", "--spark-master", "spark://127.0.0.1:7077", "--spark-job-server-jar",
+        "/j.jar", "--job-endpoint", "127.0.0.1:8099", "--worker-pool", "127.0.0.1:50000",
+        "--beam-arg=--max_bundle_size=5"])
+    assert cli_args.beam_options_from_args(args) == BeamOptions(
+        runner="spark", spark_master="spark://127.0.0.1:7077", spark_job_server_jar="/j.jar",
+        job_endpoint="127.0.0.1:8099", worker_pool="127.0.0.1:50000", extra=("--max_bundle_size=5",))
+    assert dests(subparser("run")) & BEAM_FLAGS == BEAM_FLAGS
+    with pytest.raises(SystemExit):  # Dataflow runs compiled pipelines only
+        build_parser().parse_args(["run", "--beam-runner", "dataflow"])
 
 
 def test_run_flags_reach_the_config(tmp_path):

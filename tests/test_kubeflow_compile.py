@@ -317,7 +317,7 @@ def test_kubeflow_submit_sends_what_the_dry_run_prints(compiled, tmp_path):
         (("--target", "vertex", "--image", IMAGE, "--pipeline-root", ROOT, "--beam-runner", "dataflow"),
          "the Dataflow runner needs --project, --region, --temp-location"),
         (("--target", "vertex", "--image", IMAGE, "--pipeline-root", ROOT, "--beam-runner", "spark"),
-         "the Spark runner needs --job-endpoint HOST:PORT"),
+         "the Spark runner needs --spark-master spark://HOST:PORT or --job-endpoint HOST:PORT"),
         (("--target", "vertex", "--image", IMAGE, "--pipeline-root", ROOT, "--beam-arg=max_num_workers=3"),
          "Beam arg 'max_num_workers=3' must look like --name=value"),
         (("--target", "vertex", "--image", IMAGE, "--pipeline-root", ROOT, "--resources", "Trainer:gpus=2"),

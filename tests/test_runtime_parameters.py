@@ -65,8 +65,15 @@ def test_beam_args_per_runner():
                         "--max_num_workers=5"]
     spark = beam_args.pipeline_args(beam_args.BeamOptions(runner="spark", job_endpoint="spark:8099",
                                                           worker_image="worker:2"), image="img:1")
-    assert spark == ["--runner=PortableRunner", "--job_endpoint=spark:8099",
+    assert spark == ["--runner=PortableRunner", "--job_endpoint=spark:8099", "--environment_cache_millis=300000",
                      "--environment_type=DOCKER", "--environment_config=worker:2"]
+    # A Spark master: Beam's SparkRunner starts the job server from the jar; workers from a pool.
+    on_master = beam_args.pipeline_args(beam_args.BeamOptions(
+        runner="spark", spark_master="spark://10.0.0.5:7077", spark_job_server_jar="/jars/server.jar",
+        worker_pool="10.0.0.6:50000"), image="img:1")
+    assert on_master == ["--runner=SparkRunner", "--spark_master_url=spark://10.0.0.5:7077",
+                         "--spark_job_server_jar=/jars/server.jar", "--environment_cache_millis=300000",
+                         "--environment_type=EXTERNAL", "--environment_config=10.0.0.6:50000"]
 
 
 @pytest.mark.parametrize("options, message", [
@@ -74,6 +81,10 @@ def test_beam_args_per_runner():
     (beam_args.BeamOptions(runner="dataflow", project="p", region="r", temp_location="/tmp"),
      "temp location must be a gs:// path"),
     (beam_args.BeamOptions(runner="flink"), "the Flink runner needs --job-endpoint"),
+    (beam_args.BeamOptions(runner="spark", spark_master="10.0.0.5:7077", worker_pool="h:1"),
+     "--spark-master must look like spark://HOST:PORT"),
+    (beam_args.BeamOptions(runner="spark", spark_master="spark://h:7077"),
+     "the Spark runner needs Python workers with turbotfx installed: give --worker-pool"),
 ])
 def test_bad_beam_options(options, message):
     with pytest.raises(ConfigError, match=message):

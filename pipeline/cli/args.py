@@ -202,6 +202,32 @@ def _split(text: str) -> tuple[int, int]:
 
 # --- what the flags name ---------------------------------------------------------------
 
+def add_beam_runner_args(group, runners: Sequence[str], runner_help: str) -> None:
+    """Where the Beam components (ExampleGen, StatisticsGen, Transform, Evaluator) run: the
+    flags `run` and `compile` share."""
+    from pipeline.runners import beam_args
+
+    group.add_argument("--beam-runner", default="direct", choices=runners, help=runner_help)
+    group.add_argument("--spark-master", help="Spark: the cluster's master, spark://HOST:PORT (Beam starts "
+                                              "its Spark job server from the jar `make cluster-deps` fetches)")
+    group.add_argument("--spark-job-server-jar",
+                       help=f"Spark: the job server jar (default: {beam_args.default_spark_job_server_jar()})")
+    group.add_argument("--job-endpoint", help="Flink / Spark: a Beam job server already running, HOST:PORT")
+    group.add_argument("--worker-pool", help="Flink / Spark: a Beam Python worker pool with turbotfx installed, "
+                                             "HOST:PORT (python -m apache_beam.runners.worker.worker_pool_main)")
+    group.add_argument("--beam-arg", action="append", default=[], metavar="--NAME=VALUE",
+                       help="extra Beam pipeline arg, repeatable (e.g. --beam-arg=--max_num_workers=20)")
+
+
+def beam_options_from_args(args: argparse.Namespace, **cloud: str | None):
+    """The BeamOptions the Beam flags name (`cloud`: compile's Dataflow and image settings)."""
+    from pipeline.runners import beam_args
+
+    return beam_args.BeamOptions(
+        runner=args.beam_runner, spark_master=args.spark_master, spark_job_server_jar=args.spark_job_server_jar,
+        job_endpoint=args.job_endpoint, worker_pool=args.worker_pool, extra=tuple(args.beam_arg), **cloud)
+
+
 def config_from_args(args: argparse.Namespace, ignore: tuple[str, ...] = ()) -> PipelineConfig:
     """The whole PipelineConfig from the flags a command has (`ignore`: flags that mean
     something else there); fields without a flag take the chosen dataset's defaults."""

@@ -31,16 +31,13 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     cli_args.add_no_cache(compile_, "compile with caching off for every task")
 
     beam = compile_.add_argument_group("Beam (ExampleGen, StatisticsGen, Transform, Evaluator)")
-    beam.add_argument("--beam-runner", default="direct", choices=beam_args.BEAM_RUNNERS,
-                      help="where Beam components run (default: direct, inside each component's container)")
-    beam.add_argument("--beam-arg", action="append", default=[], metavar="--NAME=VALUE",
-                      help="extra Beam pipeline arg, repeatable (e.g. --beam-arg=--max_num_workers=20)")
+    cli_args.add_beam_runner_args(beam, beam_args.BEAM_RUNNERS,
+                                  "where Beam components run (default: direct, inside each component's container)")
     beam.add_argument("--project", help="Google Cloud project (Dataflow, Vertex AI Training, endpoint)")
     beam.add_argument("--region", help="Google Cloud region (Dataflow, Vertex AI Training, endpoint)")
     beam.add_argument("--temp-location", help="Dataflow temp and staging path, gs://BUCKET/tmp")
     beam.add_argument("--worker-image", help="Beam worker image (default: --image)")
     beam.add_argument("--requirements-file", help="Dataflow: requirements file for the workers")
-    beam.add_argument("--job-endpoint", help="Flink / Spark: the Beam job server, HOST:PORT")
 
     training = compile_.add_argument_group("Vertex AI Training for the Trainer (optional)")
     training.add_argument("--training-machine-type", help="e.g. n1-standard-8; turns Vertex AI Training on")
@@ -99,12 +96,9 @@ def _compile(args: argparse.Namespace) -> int:
         output=args.output,
         data_root=args.data_root,
         serving_root=args.serving_root,
-        beam=beam_args.BeamOptions(
-            runner=args.beam_runner, project=args.project, region=args.region,
-            temp_location=args.temp_location, worker_image=args.worker_image,
-            requirements_file=args.requirements_file, job_endpoint=args.job_endpoint,
-            extra=tuple(args.beam_arg),
-        ),
+        beam=cli_args.beam_options_from_args(
+            args, project=args.project, region=args.region, temp_location=args.temp_location,
+            worker_image=args.worker_image, requirements_file=args.requirements_file),
         vertex_training=_vertex_training(args),
         vertex_endpoint=_vertex_endpoint(args),
         resources={node: spec for node, spec in map(kubeflow.parse_resources, args.resources)},

@@ -15,6 +15,7 @@ from pipeline import config as config_lib
 from pipeline.cli import args as cli_args
 from pipeline.config import PipelineConfig
 from pipeline.errors import Interrupted, innermost_cause
+from pipeline.runners.cluster import LOCAL_RUNNERS
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -23,6 +24,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     cli_args.add_pipeline_args(run)
     run.add_argument("--beam-mode", choices=config_lib.BEAM_MODES,
                      help="Beam DirectRunner mode (default: auto, by data size)")
+    beam = run.add_argument_group("Beam on a cluster (ExampleGen, StatisticsGen, Transform, Evaluator)")
+    cli_args.add_beam_runner_args(beam, LOCAL_RUNNERS, "where the Beam components run "
+                                                       "(default: direct, here, in the --beam-mode)")
     cli_args.add_metadata_url(
         run, "MLMD store: sqlite:///PATH, mysql://USER@HOST[:PORT]/DB or postgresql://USER@HOST[:PORT]/DB; "
              "password in $TURBOTFX_METADATA_PASSWORD (default: SQLite in the workspace)")
@@ -32,10 +36,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    return run_pipeline(cli_args.config_from_args(args), verbose=args.verbose)
+    return run_pipeline(cli_args.config_from_args(args), verbose=args.verbose,
+                        beam=cli_args.beam_options_from_args(args))
 
 
-def run_pipeline(config: PipelineConfig, verbose: bool = False) -> int:
+def run_pipeline(config: PipelineConfig, verbose: bool = False, beam=None) -> int:
     """Runs everything; returns the process exit code (0 only when the run completed)."""
     from pipeline.store import backup, connection
 
@@ -43,7 +48,7 @@ def run_pipeline(config: PipelineConfig, verbose: bool = False) -> int:
     with connection.exclusive_run(config.metadata_store_url):
         # Fail before any work when the store cannot be reached or its SQLite file is damaged.
         connection.check_store(config.metadata_store_url)
-        code = _run(config, verbose)
+        code = _run(config, verbose, beam)
         if code == 0:  # a SQLite store's copy to restore should it be damaged later
             try:
                 backup.keep_last_good_copy(config.metadata_store_url)
@@ -52,12 +57,16 @@ def run_pipeline(config: PipelineConfig, verbose: bool = False) -> int:
         return code
 
 
-def _run(config: PipelineConfig, verbose: bool) -> int:
+def _run(config: PipelineConfig, verbose: bool, beam) -> int:
     from pipeline import data
     from pipeline.cli import console as console_lib
     from pipeline.provenance import run_state
 
     data_root = data.prepare_data(config)
+    if beam is not None and beam.runner != "direct":
+        from pipeline.runners import cluster
+
+        cluster.pipeline_args(beam)  # a cluster that does not answer stops the run before it starts
     store, recovered = _recover(config)
     # Chosen here, not by TFX, to mark the run if it is interrupted; TFX's form, the local start time.
     run_id = datetime.datetime.now().isoformat()
@@ -77,8 +86,8 @@ def _run(config: PipelineConfig, verbose: bool) -> int:
         try:
             with _terminate_as_interrupt():
                 run_state.begin(store, config.pipeline_name, run_id)
-                mode = local.run(config, data_root, run_id)
-            console.line(f"  beam: {mode} DirectRunner")
+                described = local.run(config, data_root, run_id, beam)
+            console.line(f"  beam: {described}")
         except KeyboardInterrupt:
             console.abort_line()
             run_state.abort_unfinished(store, run_id)
@@ -151,10 +160,22 @@ def _latest_summary(config: PipelineConfig):
 def _cause(error: BaseException) -> str:
     """The innermost exception's message: TFX wraps executor errors in its own."""
     error = innermost_cause(error)
+    missing = _project_module_missing(str(error))
+    if missing:
+        return (f"the Beam workers cannot import {missing!r} (a turbotfx package): install turbotfx where "
+                "the workers run (pip install, or the pipeline's image) and restart the worker pool")
     if _out_of_space(error):
         return ("no space left on the device holding the workspace or the serving directory; free space "
                 "(or use --home on a larger disk) and run again: completed components are cached")
     return str(error).strip() or type(error).__name__
+
+
+def _project_module_missing(message: str) -> str | None:
+    """The turbotfx package a Beam worker failed to import, as a remote runner reports it."""
+    import re
+
+    found = re.search(r"No module named '((?:pipeline|components|trainer_module|serving)(?:\.\w+)*)'", message)
+    return found.group(1) if found else None
 
 
 def _out_of_space(error: BaseException) -> bool:

@@ -10,6 +10,10 @@ import dataclasses
 from pipeline.errors import ConfigError
 
 BEAM_RUNNERS = ("direct", "dataflow", "flink", "spark")
+# Flink and Spark close a stage's Python SDK worker when the stage ends, by default: each
+# stage then pays a fresh worker's start and imports (TFX's jobs have dozens of stages).
+# Kept for a while instead, workers are reused across the stages of a job.
+ENVIRONMENT_CACHE_MS = 300_000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -21,6 +25,9 @@ class BeamOptions:
     worker_image: str | None = None  # Dataflow / portable workers; default: the pipeline image
     requirements_file: str | None = None  # Dataflow: extra packages for the workers
     job_endpoint: str | None = None  # Flink / Spark job server, HOST:PORT
+    spark_master: str | None = None  # spark://HOST:PORT: Beam starts the job server from the jar
+    spark_job_server_jar: str | None = None  # default: the one `make cluster-deps` builds
+    worker_pool: str | None = None  # HOST:PORT of a Beam worker pool (EXTERNAL environment)
     extra: tuple[str, ...] = ()  # --beam-arg pass-through, appended last (so it wins)
 
 
@@ -65,10 +72,39 @@ def _dataflow_args(options: BeamOptions, worker_image: str | None) -> list[str]:
 
 
 def _portable_args(options: BeamOptions, worker_image: str | None) -> list[str]:
-    if not options.job_endpoint:
-        raise ConfigError(f"the {options.runner.title()} runner needs --job-endpoint HOST:PORT "
-                          f"(the {options.runner.title()} job server Beam submits to)")
-    args = ["--runner=PortableRunner", f"--job_endpoint={options.job_endpoint}"]
+    name = options.runner.title()
+    if options.runner == "spark" and options.spark_master:
+        args = _spark_master_args(options)
+    elif options.job_endpoint:
+        args = ["--runner=PortableRunner", f"--job_endpoint={options.job_endpoint}"]
+    else:
+        wanted = "--spark-master spark://HOST:PORT or --job-endpoint HOST:PORT" if options.runner == "spark" \
+            else "--job-endpoint HOST:PORT"
+        raise ConfigError(f"the {name} runner needs {wanted} (the {name} job server Beam submits to)")
+    return args + [f"--environment_cache_millis={ENVIRONMENT_CACHE_MS}"] + _worker_environment(options, worker_image, name)
+
+
+def _spark_master_args(options: BeamOptions) -> list[str]:
+    if not options.spark_master.startswith("spark://"):
+        raise ConfigError(f"--spark-master must look like spark://HOST:PORT, got {options.spark_master!r}")
+    jar = options.spark_job_server_jar or default_spark_job_server_jar()
+    # SparkRunner starts (once per process) and stops the job server itself, from this jar.
+    return ["--runner=SparkRunner", f"--spark_master_url={options.spark_master}",
+            f"--spark_job_server_jar={jar}"]
+
+
+def default_spark_job_server_jar() -> str:
+    from pipeline.runners.spark import jars
+
+    return str(jars.job_server_jar())
+
+
+def _worker_environment(options: BeamOptions, worker_image: str | None, name: str) -> list[str]:
+    """Where the Python stages run: a worker pool already serving (EXTERNAL) or the image (DOCKER)."""
+    if options.worker_pool:
+        return ["--environment_type=EXTERNAL", f"--environment_config={options.worker_pool}"]
     if worker_image:
-        args += ["--environment_type=DOCKER", f"--environment_config={worker_image}"]
-    return args
+        return ["--environment_type=DOCKER", f"--environment_config={worker_image}"]
+    raise ConfigError(f"the {name} runner needs Python workers with turbotfx installed: give --worker-pool "
+                      "HOST:PORT (a Beam worker pool, python -m apache_beam.runners.worker.worker_pool_main), "
+                      "or, in a compiled pipeline, --worker-image IMAGE")

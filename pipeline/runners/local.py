@@ -11,7 +11,8 @@ from tfx.orchestration.portable import runtime_parameter_utils
 
 from pipeline import data
 from pipeline.config import MULTI_PROCESS_THRESHOLD_BYTES, PipelineConfig
-from pipeline.runners import beam_tuning
+from pipeline.runners import beam_tuning, cluster
+from pipeline.runners.beam_args import BeamOptions
 from pipeline.store import connection
 from pipeline.store.url import parse_url
 
@@ -65,17 +66,23 @@ class _NamedRunDagRunner(LocalDagRunner):
         super().run_with_ir(pipeline, run_options)
 
 
-def run(config: PipelineConfig, data_root: Path, run_id: str | None = None) -> str:
-    """Runs the pipeline to completion (raises on a failed component); returns the Beam mode."""
+def run(config: PipelineConfig, data_root: Path, run_id: str | None = None,
+        beam: BeamOptions | None = None) -> str:
+    """Runs the pipeline to completion (raises on a failed component); returns how Beam ran.
+    beam: a Flink or Spark cluster for the Beam components; default: the DirectRunner here."""
     from pipeline.pipeline import create_pipeline
 
-    mode = beam_mode(config, data_root)
-    beam_tuning.tune(mode)
+    if beam is None or beam.runner == "direct":
+        mode = beam_mode(config, data_root)
+        beam_tuning.tune(mode)
+        args, described = beam_pipeline_args(mode), f"{mode} DirectRunner"
+    else:
+        args, described = cluster.pipeline_args(beam), cluster.describe(beam)
     pipeline = create_pipeline(
         dataclasses.replace(config, enable_cache=cache_enabled(config)),
         data_root=data_root,
-        beam_pipeline_args=beam_pipeline_args(mode),
+        beam_pipeline_args=args,
         metadata_connection_config=metadata_config(config),
     )
     (_NamedRunDagRunner(run_id) if run_id else LocalDagRunner()).run(pipeline)
-    return mode
+    return described

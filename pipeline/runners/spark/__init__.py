@@ -1,0 +1,1 @@
+"""Beam on a Spark cluster: the job server jars."""
