@@ -91,8 +91,19 @@ def test_evaluation_agrees_with_the_direct_runner(spark_run, first_run):
 
 
 def test_workers_that_cannot_import_the_project_fail_in_one_line(cluster, tmp_path):
+    """The CSV pipeline ships only TFX's, TFDV's, TFT's and TFMA's code to the workers (the run
+    above); the Parquet ExampleGen ships a function of ours, which the workers must import."""
+    from palmerpenguins import load_penguins
+
+    data_root = tmp_path / "penguins"
+    data_root.mkdir()
+    load_penguins().to_parquet(data_root / "part-0.parquet", index=False)
+    home, dataset_file = tmp_path / "home", tmp_path / "penguins.toml"
+    init = turbotfx("init", "--data-root", str(data_root), "--label", "species", "--output", str(dataset_file),
+                    home=home)
+    assert init.exit_code == 0, init.output
     port = free_port()
-    # A second pool, where `components` and `trainer_module` are not importable.
+    # A second pool, where turbotfx's packages are not importable.
     env = {**os.environ, "PYTHONPATH": str(WITHOUT_PROJECT),
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     pool = subprocess.Popen([sys.executable, "-m", "apache_beam.runners.worker.worker_pool_main",
@@ -100,15 +111,17 @@ def test_workers_that_cannot_import_the_project_fail_in_one_line(cluster, tmp_pa
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         _wait_listening(port)
-        result = turbotfx("run", *FAST_RUN_ARGS, "--beam-runner", "spark", "--spark-master", cluster.master_url,
-                          "--worker-pool", f"127.0.0.1:{port}", home=tmp_path / "home", timeout=900)
+        result = turbotfx("run", "--dataset", str(dataset_file), *FAST_RUN_ARGS, "--beam-runner", "spark",
+                          "--spark-master", cluster.master_url, "--worker-pool", f"127.0.0.1:{port}",
+                          home=home, timeout=900)
     finally:
         os.killpg(pool.pid, 15)
         pool.wait(timeout=30)
     assert result.exit_code == 1, result.output
     errors = [line for line in result.output.splitlines() if line.startswith("turbotfx: error:")]
     assert len(errors) == 1, result.output
-    assert "the Beam workers cannot import" in errors[0] and "install turbotfx" in errors[0], errors[0]
+    assert "the Beam workers cannot import 'components" in errors[0], errors[0]
+    assert "install turbotfx where the workers run" in errors[0], errors[0]
     assert "Traceback" not in result.output
 
 
