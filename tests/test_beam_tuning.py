@@ -7,6 +7,7 @@ import functools
 
 import apache_beam as beam
 import pytest
+from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions, TypeOptions
 from apache_beam.testing import util as beam_testing
 from apache_beam.transforms import core, userstate
 from apache_beam.transforms.core import CallableWrapperDoFn
@@ -91,3 +92,23 @@ class _Counting(beam.DoFn):
 
 def _equal(actual, expected) -> None:
     assert actual == expected, actual
+
+
+def test_cached_option_views_read_and_write_the_options_they_come_from() -> None:
+    flags = ["--direct_num_workers=3", "--runner=DirectRunner", "--no_pipeline_type_check"]
+    expected = {cls: PipelineOptions(flags).view_as(cls).get_all_options()
+                for cls in (TypeOptions, DirectOptions, StandardOptions)}
+    beam_tuning.cache_option_views()
+    options = PipelineOptions(flags)
+    for cls, values in expected.items():
+        assert options.view_as(cls).get_all_options() == values
+    assert options.view_as(DirectOptions).direct_num_workers == 3
+    assert options.view_as(TypeOptions).pipeline_type_check is False
+    # A value set through one view is seen through every view and the options themselves.
+    options.view_as(DirectOptions).direct_num_workers = 5
+    assert options.view_as(DirectOptions).direct_num_workers == 5
+    assert options.get_all_options()["direct_num_workers"] == 5
+    # Each options object has views of its own.
+    other = PipelineOptions(["--direct_num_workers=1"])
+    assert other.view_as(DirectOptions).direct_num_workers == 1
+    assert options.view_as(DirectOptions).direct_num_workers == 5

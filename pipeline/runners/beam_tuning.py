@@ -6,6 +6,8 @@ Each skips work that costs time in this process and adds nothing to the result:
                                  object, each toggle clearing every logger's level cache
   cache_signatures               Beam reading the signature of every method of a DoFn
                                  again each time it looks for state and timer parameters
+  cache_option_views             Beam building an argument parser and parsing the flags
+                                 again for each view of the pipeline options it takes
   disable_in_memory_state_cache  the in-memory worker's state cache walking every imported
                                  module's globals to weigh each side input it holds
 
@@ -63,6 +65,31 @@ def cache_signatures() -> None:
     decorators.get_signature = core.get_signature = get_signature
 
 
+def cache_option_views() -> None:
+    """Gives the same view of a PipelineOptions object each time it is asked for one.
+
+    Pipeline.apply takes two views of the options (type checks) for every transform it
+    applies, and each view builds an argparse parser and parses the flags again: thousands
+    of times per penguins run. A view holds no values of its own: it reads and writes the
+    options it was taken from (their shared `_all_options`), and the flags it parses never
+    change, so a view taken once answers as a new one would.
+    """
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    view_as = getattr(PipelineOptions.view_as, "uncached", PipelineOptions.view_as)
+    views: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+    def cached_view_as(self, cls):
+        of_these = views.setdefault(self, {})
+        if cls not in of_these:
+            of_these[cls] = view_as(self, cls)
+        return of_these[cls]
+
+    cached_view_as.uncached = view_as
+    cached_view_as.__doc__ = view_as.__doc__
+    PipelineOptions.view_as = cached_view_as
+
+
 def disable_in_memory_state_cache() -> None:
     """Turns off the in-memory DirectRunner worker's state cache.
 
@@ -79,5 +106,6 @@ def disable_in_memory_state_cache() -> None:
 def tune(mode: str) -> None:
     skip_dill_tracing()
     cache_signatures()
+    cache_option_views()
     if mode == "in_memory":
         disable_in_memory_state_cache()
