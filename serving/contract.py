@@ -32,3 +32,7 @@ def latency_key(percentile: int, batch_size: int) -> str:
 
 
 LATENCY_KEYS = tuple(latency_key(p, b) for b in LATENCY_BATCH_SIZES for p in LATENCY_PERCENTILES)
+
+# `python -m serving.session_check --wait`: import TensorFlow, then read the check's
+# arguments as one JSON list on stdin (components/serving_check/loader_process.py).
+SESSION_CHECK_WAIT_FLAG = "--wait"

@@ -5,12 +5,16 @@ TF Serving's C++ SavedModelBundle restores through the session-based loader (wha
 some models that `tf.saved_model.load` accepts. This module runs in its own process
 (`python -m serving.session_check MODEL_DIR WARMUP_FILE VOCAB_FILE OUT_JSON`; VOCAB_FILE is ""
 for a regression model): a model that crashes the loader cannot take the pipeline down with it.
+With `--wait` instead, it imports TensorFlow first and then reads those four arguments as one
+JSON list on stdin (a process started ahead: components/serving_check/loader_process.py).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
+import threading
 import time
 
 import numpy as np
@@ -26,6 +30,7 @@ from serving.contract import (
     OUTPUT_PREDICTION,
     OUTPUT_PROBABILITIES,
     SERVING_DEFAULT,
+    SESSION_CHECK_WAIT_FLAG,
     SIGNATURES,
     latency_key,
 )
@@ -134,6 +139,12 @@ def _output_problems(outputs: dict, batch_size: int, vocabulary: list[str] | Non
 
 
 def main(argv: list[str]) -> int:
+    if argv == [SESSION_CHECK_WAIT_FLAG]:
+        _exit_with_parent()
+        request = sys.stdin.readline()
+        if not request:  # the run ended without a check for it to do
+            return 0
+        argv = json.loads(request)
     model_dir, warmup_file, vocabulary_file, out_json = argv
     vocabulary = None
     if vocabulary_file:
@@ -142,6 +153,20 @@ def main(argv: list[str]) -> int:
     with open(out_json, "w") as handle:
         json.dump(check(model_dir, warmup_file, vocabulary), handle)
     return 0
+
+
+def _exit_with_parent() -> None:
+    """Ends this process when the run that started it is gone (killed, even with SIGKILL), so
+    a process started ahead outlives no pipeline. Its stdin closing says so too, but a child
+    forked by the run could hold that pipe open."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True).start()
 
 
 if __name__ == "__main__":

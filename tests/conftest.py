@@ -49,6 +49,23 @@ def turbotfx(*args: str, home: Path, timeout: int = 600, env: dict[str, str] | N
                      stdout=completed.stdout)
 
 
+def loader_processes(home: Path) -> list[int]:
+    """Pids of the serving check's loader processes (serving.session_check) started by a run
+    in this workspace and still running."""
+    import psutil
+
+    found = []
+    for process in psutil.process_iter(["cmdline", "status"]):
+        try:
+            if ("serving.session_check" in (process.info["cmdline"] or [])
+                    and process.info["status"] != psutil.STATUS_ZOMBIE
+                    and process.environ().get("TURBOTFX_HOME") == str(home)):
+                found.append(process.pid)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return found
+
+
 @dataclasses.dataclass
 class FirstRun(CliResult):
     state: dict[str, tuple[int, int]] = dataclasses.field(default_factory=dict)  # as the run left it

@@ -1,17 +1,27 @@
 """The serving check on real SavedModels: a sound one passes with latencies, a broken one
-(NaN outputs, missing signature, unloadable) fails, and a failed check blocks the push."""
+(NaN outputs, missing signature, unloadable, crashing, hanging) fails, and a failed check
+blocks the push. The loader process is either started ahead (a local run) or fresh (a
+compiled pipeline's container): both paths are run, and neither leaves a process behind."""
 
 from __future__ import annotations
 
 import json
+import logging
 import os
+import signal
+import subprocess
+import sys
+import time
 
+import psutil
 import pytest
 import tensorflow as tf
 from tfx.types import standard_artifacts
 
 from components.atomic_pusher import executor as atomic_pusher
 from components.serving_check import executor as serving_check
+from components.serving_check import loader_process
+from tests import REPO
 from serving import push, session_check, warmup
 
 LABELS = ["Adelie", "Chinstrap", "Gentoo"]
@@ -27,6 +37,9 @@ class _Model(tf.Module):
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
     def predict(self, examples):
+        return self._answer(examples)
+
+    def _answer(self, examples):
         rows = tf.shape(examples)[0]
         probabilities = tf.tile(self.probabilities, [rows, 1])
         return {"probabilities": probabilities, "class_id": tf.argmax(probabilities, axis=1),
@@ -85,6 +98,127 @@ def test_an_unloadable_model_fails_without_failing_the_run(tmp_path, warmup_file
     report = serving_check.run_check(str(tmp_path / "model"), warmup_file, _vocabulary(tmp_path))
     assert not report["ok"]
     assert report["problems"][0].startswith("the session-based loader failed")
+
+
+class _CrashingModel(_Model):
+    """Kills its process (SIGABRT) on the first request, as a loader bug in TF's C++ would."""
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    def predict(self, examples):
+        with tf.control_dependencies([tf.raw_ops.Abort(error_msg="a crashing serving graph")]):
+            return self._answer(tf.identity(examples))
+
+
+class _HangingModel(_Model):
+    """Never answers: a loop that does not end before its output."""
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    def predict(self, examples):
+        start = tf.cast(tf.size(examples), tf.int64)
+        endless = tf.while_loop(lambda i: tf.not_equal(i, -1), lambda i: i + 1, [start])
+        with tf.control_dependencies(endless):
+            return self._answer(tf.identity(examples))
+
+
+def _saved(model: _Model, directory) -> str:
+    signatures = {"serving_default": model.predict, "serving_raw": model.predict,
+                  "transform_features": model.transform}
+    tf.saved_model.save(model, str(directory), signatures=signatures)
+    return str(directory)
+
+
+@pytest.fixture(params=["started ahead", "fresh"])
+def loader(request, caplog):
+    """The loader process a check runs in: started ahead (what the local runner does) and
+    taken by the check, or none started ahead, so the check starts a fresh one."""
+    caplog.set_level(logging.INFO)
+
+    def logged() -> str:
+        return "\n".join(record.getMessage() for record in caplog.get_records("call"))
+
+    if request.param == "fresh":
+        yield None
+        assert "in a fresh loader process" in logged()
+        return
+    with loader_process.prestarted() as started:
+        yield started
+        assert "in the loader process started ahead" in logged()
+        assert started.returncode is not None, "the check ran in another process than the one started ahead"
+    assert _gone(started.pid, 0)
+
+
+def test_a_sound_model_passes_in_a_loader_process(tmp_path, warmup_file, loader) -> None:
+    report = serving_check.run_check(saved_model(tmp_path / "model"), warmup_file, _vocabulary(tmp_path))
+    assert report["ok"], report["problems"]
+    assert report["signatures"] == ["serving_default", "serving_raw", "transform_features"]
+    assert 0 < report["p50_ms_b1"] <= report["p99_ms_b1"]
+    if loader is not None:
+        assert loader.returncode == 0
+
+
+def test_a_crashing_loader_is_a_failed_check(tmp_path, warmup_file, loader) -> None:
+    model = _saved(_CrashingModel([0.7, 0.2, 0.1], "Adelie"), tmp_path / "model")
+    report = serving_check.run_check(model, warmup_file, _vocabulary(tmp_path))
+    assert not report["ok"]
+    assert report["problems"][0].startswith(f"the session-based loader failed (exit {-signal.SIGABRT})")
+    assert "a crashing serving graph" in report["problems"][0]
+
+
+def test_a_hanging_loader_is_a_failed_check_and_is_ended(tmp_path, warmup_file, loader) -> None:
+    model = _saved(_HangingModel([0.7, 0.2, 0.1], "Adelie"), tmp_path / "model")
+    before = {child.pid for child in psutil.Process().children(recursive=True)}
+    report = serving_check.run_check(model, warmup_file, _vocabulary(tmp_path), timeout_s=10)
+    assert report == {"ok": False, "problems": ["the model did not answer within 10 s"]}
+    left = [c for c in psutil.Process().children(recursive=True)
+            if c.pid not in before and c.status() != psutil.STATUS_ZOMBIE]
+    assert left == [], "the hung loader was not ended"
+    if loader is not None:
+        assert loader.returncode == -signal.SIGKILL
+
+
+def test_a_loader_that_died_before_the_check_is_replaced_by_a_fresh_one(tmp_path, warmup_file, caplog) -> None:
+    caplog.set_level(logging.INFO)
+    with loader_process.prestarted() as started:
+        os.kill(started.pid, signal.SIGKILL)
+        started._process.wait()
+        report = serving_check.run_check(saved_model(tmp_path / "model"), warmup_file, _vocabulary(tmp_path))
+    assert report["ok"], report["problems"]
+    assert "in a fresh loader process" in caplog.text
+
+
+def _gone(pid: int, timeout_s: float) -> bool:
+    """Whether the process ended (a zombie counts: it runs no more) within timeout_s."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.2)
+
+
+def test_an_unused_loader_ends_with_the_run_even_on_an_error() -> None:
+    with pytest.raises(KeyboardInterrupt):
+        with loader_process.prestarted() as started:
+            raise KeyboardInterrupt  # Ctrl-C in the middle of the run
+    assert _gone(started.pid, 0)
+    assert loader_process.take() is None
+
+
+def test_an_unused_loader_ends_when_its_run_is_killed() -> None:
+    """SIGKILL leaves no `finally`: the loader sees its run gone and exits by itself."""
+    run = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from components.serving_check import loader_process; "
+                               "print(loader_process.LoaderProcess().pid, flush=True); time.sleep(600)"],
+        cwd=REPO, stdout=subprocess.PIPE, text=True)
+    loader_pid = int(run.stdout.readline())
+    time.sleep(1)  # inside its TensorFlow import, or already waiting
+    run.kill()
+    run.wait()
+    assert _gone(loader_pid, 60), "the loader outlived its killed run"
 
 
 def _vocabulary(tmp_path) -> str:

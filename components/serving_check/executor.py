@@ -1,12 +1,12 @@
 """Builds warmup requests from eval examples, then checks the model in a separate process
-(serving/session_check.py) and records the verdict and latencies on an InfraBlessing."""
+(serving/session_check.py, see loader_process.py) and records the verdict and latencies on
+an InfraBlessing."""
 
 from __future__ import annotations
 
 import json
+import logging
 import os
-import subprocess
-import sys
 import tempfile
 from typing import Any
 
@@ -15,6 +15,7 @@ from tfx.dsl.components.base import base_executor
 from tfx.types import artifact_utils
 from tfx.utils import path_utils
 
+from components.serving_check import loader_process
 from components.serving_check.keys import BLESSED, LATENCY_KEYS, PROBLEMS, SIGNATURES
 from serving import warmup
 
@@ -53,18 +54,29 @@ def label_vocabulary_file(transform_graph_uri: str, vocabulary_name: str) -> str
     return tft.TFTransformOutput(transform_graph_uri).vocabulary_file_by_name(vocabulary_name)
 
 
-def run_check(model_dir: str, warmup_file: str, vocabulary_file: str) -> dict[str, Any]:
-    """The check's report; a loader that crashes or hangs is a failed check, not a failed run."""
+def run_check(model_dir: str, warmup_file: str, vocabulary_file: str,
+              timeout_s: float = CHECK_TIMEOUT_S) -> dict[str, Any]:
+    """The check's report; a loader that crashes or hangs is a failed check, not a failed run.
+
+    It runs in the loader process the local runner started ahead, else in a fresh one."""
+    loader = loader_process.take()
+    if loader is None:
+        loader = loader_process.LoaderProcess()
+        logging.info("serving check: in a fresh loader process (pid %d)", loader.pid)
+    else:
+        logging.info("serving check: in the loader process started ahead (pid %d)", loader.pid)
     with tempfile.TemporaryDirectory() as scratch:
         out = os.path.join(scratch, "report.json")
-        command = [sys.executable, "-m", "serving.session_check", model_dir, warmup_file, vocabulary_file, out]
         try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=CHECK_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            return {"ok": False, "problems": [f"the model did not answer within {CHECK_TIMEOUT_S} s"]}
-        if done.returncode != 0 or not os.path.exists(out):
-            tail = [line for line in done.stderr.strip().splitlines() if line.strip()][-3:]
-            return {"ok": False, "problems": ["the session-based loader failed: " + " | ".join(tail)]}
+            returncode = loader.check([model_dir, warmup_file, vocabulary_file, out], timeout_s)
+            tail = loader.output_tail()
+        finally:
+            loader.close()
+        if returncode is None:
+            return {"ok": False, "problems": [f"the model did not answer within {timeout_s:g} s"]}
+        if returncode != 0 or not os.path.exists(out):
+            return {"ok": False, "problems": [f"the session-based loader failed (exit {returncode}): "
+                                              + " | ".join(tail)]}
         with open(out) as handle:
             return json.load(handle)
 

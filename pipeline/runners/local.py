@@ -9,6 +9,7 @@ from tfx.dsl.compiler import constants as compiler_constants
 from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 from tfx.orchestration.portable import runtime_parameter_utils
 
+from components.serving_check import loader_process
 from pipeline import data
 from pipeline.config import MULTI_PROCESS_THRESHOLD_BYTES, PipelineConfig
 from pipeline.runners import beam_tuning, cluster
@@ -84,5 +85,7 @@ def run(config: PipelineConfig, data_root: Path, run_id: str | None = None,
         beam_pipeline_args=args,
         metadata_connection_config=metadata_config(config),
     )
-    (_NamedRunDagRunner(run_id) if run_id else LocalDagRunner()).run(pipeline)
+    # The serving check's process imports TensorFlow while ExampleGen..Trainer run.
+    with loader_process.prestarted():
+        (_NamedRunDagRunner(run_id) if run_id else LocalDagRunner()).run(pipeline)
     return described

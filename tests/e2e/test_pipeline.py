@@ -13,7 +13,7 @@ from ml_metadata.proto import metadata_store_pb2
 from pipeline.provenance import summary as run_summary
 from pipeline.runners import local
 from serving import model_config, warmup
-from tests.conftest import FAST_RUN_ARGS, turbotfx
+from tests.conftest import FAST_RUN_ARGS, loader_processes, turbotfx
 from trainer_module import hardware
 
 pytestmark = pytest.mark.e2e
@@ -76,6 +76,13 @@ def test_the_serving_check_passed_and_its_warmup_requests_were_pushed(first_run)
     assert blessing.custom_properties["p50_ms_b1"].double_value > 0
     assert json.loads(blessing.custom_properties["signatures"].string_value) == [
         "serving_default", "serving_raw", "transform_features"]
+
+
+def test_the_serving_check_ran_in_the_process_started_ahead_and_none_is_left(first_run):
+    log = first_run.config.log_path.read_text()
+    assert "serving check: in the loader process started ahead" in log
+    assert "fresh loader process" not in log
+    assert loader_processes(first_run.home) == []
 
 
 def test_first_run_records_one_complete_execution_per_component(first_run):

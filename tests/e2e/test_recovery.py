@@ -18,7 +18,7 @@ import pytest
 from pipeline.config import PipelineConfig
 from pipeline.store.url import sqlite_url
 from serving import model_config, push
-from tests.conftest import FAST_RUN_ARGS, turbotfx
+from tests.conftest import FAST_RUN_ARGS, loader_processes, turbotfx
 
 pytestmark = pytest.mark.e2e
 
@@ -61,8 +61,10 @@ def test_killed_and_interrupted_runs_show_aborted_and_resume(tmp_path):
     home = tmp_path / "workspace"
     run = _start_run(home)
     _wait_for_line(run, "AnomalyGate")  # Transform, the longest step, starts next
+    assert loader_processes(home), "the run starts the serving check's loader ahead"
     run.send_signal(signal.SIGKILL)
     run.wait(timeout=60)
+    _wait_until_no_loader(home)  # no `finally` ran: the loader sees its run gone
     # Nothing marked it, but no process holds the store: `runs` knows it is dead.
     assert [r["status"] for r in _runs(home)] == ["ABORTED"]
 
@@ -76,6 +78,7 @@ def test_killed_and_interrupted_runs_show_aborted_and_resume(tmp_path):
     assert stderr.strip().count("\n") == 0 and "Traceback" not in stderr, stderr
     assert "interrupted" in stderr and "ABORTED" in stderr
     assert [r["status"] for r in _runs(home)] == ["ABORTED", "ABORTED"]
+    assert loader_processes(home) == []
 
     resumed = turbotfx("run", *FAST_RUN_ARGS, home=home)
     assert resumed.exit_code == 0, resumed.output
@@ -83,6 +86,13 @@ def test_killed_and_interrupted_runs_show_aborted_and_resume(tmp_path):
     assert states["CsvExampleGen"] == states["StatisticsGen"] == "CACHED", states  # what finished is reused
     assert [r["status"] for r in _runs(home)] == ["COMPLETE", "ABORTED", "ABORTED"]
     assert len(push.versions(resumed.config.serving_dir)) == 1
+
+
+def _wait_until_no_loader(home: Path, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while loader_processes(home):
+        assert time.monotonic() < deadline, f"a loader process outlived its run for {timeout}s"
+        time.sleep(0.5)
 
 
 def test_a_full_disk_at_the_push_leaves_no_trace_and_the_rerun_compares_with_the_served_model(
