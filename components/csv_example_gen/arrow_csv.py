@@ -50,6 +50,9 @@ _STRING_PROBES = 64
 # A whole quoted field: quotes inside doubled.
 _QUOTED_FIELD = re.compile(rb'("[^"]*(?:""[^"]*)*")')
 _BLOCK_BYTES = 16 << 20
+# A file is read whole (its rows, table and examples in memory, about 4x its size): a
+# larger one goes TFX's way, which streams.
+MAX_FILE_BYTES = 512 << 20
 
 
 def _open(path: str):
@@ -81,6 +84,10 @@ def read_table(path: str, names: Sequence[str]) -> pa.Table | None:
     if not names or len(set(names)) != len(names):
         return None  # TFX keys features by name: duplicate names are its business
     with _open(path) as handle:
+        handle.seek(0, 2)
+        if handle.tell() > MAX_FILE_BYTES:
+            return None
+        handle.seek(0)
         data = handle.read()
     newline = data.find(b"\n")
     body = data[newline + 1:]

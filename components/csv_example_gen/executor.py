@@ -114,10 +114,6 @@ def _write_types(path: str, types: dict[str, int] | None) -> None:
         handle.write(json.dumps(types))
 
 
-def _merge_types(per_file: list[dict[str, int] | None]) -> dict[str, int] | None:
-    return arrow_csv.merge(per_file)
-
-
 class Executor(tfx_csv.Executor):
     def GetInputSourceToExamplePTransform(self) -> beam.PTransform:  # noqa: N802 (TFX's name)
         return _CsvToExample
@@ -155,14 +151,15 @@ class Executor(tfx_csv.Executor):
         with self._make_beam_pipeline() as pipeline:
             file_types = (pipeline
                           | "CreateFilenames" >> beam.Create(files)
+                          | "SpreadFilenames" >> beam.Reshuffle()  # files over the workers, not one bundle
                           | "InspectWithArrow" >> beam.Map(arrow_csv.inspect, names)
                           | "CollectTypes" >> beam.combiners.ToList()
-                          | "MergeTypes" >> beam.Map(_merge_types))
+                          | "MergeTypes" >> beam.Map(arrow_csv.merge))
             split_types = beam.pvalue.AsSingleton(file_types)
             _ = file_types | "RecordTypes" >> beam.Map(lambda t: _write_types(types_path, t))
             _ = (pipeline
                  | "CreateIndexedFilenames" >> beam.Create(list(enumerate(files)))
-                 | "SpreadFiles" >> beam.Reshuffle()  # one file per worker, not all in one bundle
+                 | "SpreadFiles" >> beam.Reshuffle()
                  | "WriteSplits" >> beam.ParDo(
                      _WriteFileSplits(names, buckets, split_config, split_uris, len(files)), split_types))
         with fileio.open(types_path) as handle:
