@@ -177,3 +177,20 @@ def test_the_synthetic_dataset_as_tfx_makes_it(tmp_path):
     output_reference = _output(tmp_path / "reference")
     tfx_csv.Executor().Do({}, output_reference, _properties(tmp_path / "data", (4, 1)))
     assert _written(output) == _written(output_reference)
+
+
+def test_beams_worker_processes_write_the_same(tmp_path):
+    # As `auto` runs large data: the DoFns pickled to two worker processes.
+    from tfx.dsl.components.base import base_beam_executor
+
+    from pipeline.runners import local
+
+    synthetic.generate(tmp_path / "data", 3_000, workers=1)
+    (tmp_path / "data" / "copy.csv").write_bytes(next((tmp_path / "data").glob("*.csv")).read_bytes())
+    context = base_beam_executor.BaseBeamExecutor.Context(
+        beam_pipeline_args=local.beam_pipeline_args("multi_process"), tmp_dir=str(tmp_path / "tmp"))
+    output = _output(tmp_path / "arrow")
+    assert executor.Executor(context)._do_with_arrow(output, _properties(tmp_path / "data", (4, 1)))
+    output_reference = _output(tmp_path / "reference")
+    tfx_csv.Executor().Do({}, output_reference, _properties(tmp_path / "data", (4, 1)))
+    assert _written(output) == _written(output_reference)
