@@ -71,6 +71,19 @@ def median_seconds(calls: Mapping[str, Callable[[], object]], runs: int, warmup:
     return {name: statistics.median(values) for name, values in timed(calls, runs, warmup).items()}
 
 
+def cpu_name() -> str:
+    """The CPU's model name (/proc/cpuinfo), "?" where it cannot be read."""
+    try:
+        with open("/proc/cpuinfo") as handle:
+            return next((line.split(":", 1)[1].strip() for line in handle if line.startswith("model name")), "?")
+    except OSError:
+        return "?"
+
+
+def cpu_summary() -> str:
+    return f"CPU: {cpu_name()}, {os.cpu_count()} cores"
+
+
 def print_result(result: Mapping[str, Any], sort_keys: bool = False) -> None:
     """The benchmark's last line: one JSON object, for scripts that collect results."""
     print(json.dumps(result, sort_keys=sort_keys), flush=True)

@@ -384,12 +384,7 @@ def run_isolated(args: argparse.Namespace, only: set[str] | None) -> dict[str, d
 def cpu_model() -> str:
     from trainer_module import hardware
 
-    try:
-        with open("/proc/cpuinfo") as handle:
-            name = next((line.split(":", 1)[1].strip() for line in handle if line.startswith("model name")), "?")
-    except OSError:
-        name = "?"
-    return f"{name}, native bfloat16: {'yes' if hardware.cpu_has_bfloat16() else 'no'}"
+    return f"{harness.cpu_name()}, native bfloat16: {'yes' if hardware.cpu_has_bfloat16() else 'no'}"
 
 
 def run_variants(bench: Bench, only: set[str] | None, base_spe: int | None = None,

@@ -17,8 +17,12 @@ from trainer_module import hardware, optimizer_choice
 BEAM_MODES = ("auto", "in_memory", "multi_process")
 DEFAULT_HOME = "workspace"
 HOME_ENV_VAR = "TURBOTFX_HOME"
-# Above this much input data the DirectRunner's process pool pays for its start-up.
-MULTI_PROCESS_THRESHOLD_BYTES = 256 * 1024 * 1024
+# Above this much input data the DirectRunner's process pool pays for its start-up. Set from
+# benchmarks/scale_bench.py on a 2-core AMD EPYC (shared, noisy): preprocessing of the
+# synthetic data took 75 s in memory vs 113 s multi-process at 100k rows (8.5 MB), 334 s vs
+# 294 s at 1M rows (85 MB), with the machine under load; quieter, 44 s vs 92 s and 181 s vs
+# 139 s. Both pairs of lines cross near 500-580k rows, 44-49 MB.
+MULTI_PROCESS_THRESHOLD_BYTES = 48 * 1024 * 1024
 # Knobs whose default comes from the dataset file ([training]); a None field takes it.
 TRAINING_FIELDS = ("epochs", "batch_size", "learning_rate", "hidden_units")
 
