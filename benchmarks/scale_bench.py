@@ -19,7 +19,9 @@ the fastest mode's), and every run.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import tempfile
 import threading
 import time
@@ -29,10 +31,14 @@ import _harness as harness
 from pipeline_bench import component_seconds
 
 DEFAULT_SIZES = (10_000, 100_000, 1_000_000)
-# Beam modes: the ones that run here, and "cluster", which the cluster runner (issue 16)
-# fills in: beam_args() gives its pipeline arguments there.
+# Beam modes: the DirectRunner's two, and "cluster": a Spark standalone cluster on loopback
+# (tests/cluster/spark_cluster.py, one master, one worker with this machine's cores), started
+# once for all sizes. Not in the default: it measures Beam's portable-runner overhead on
+# the same cores, not more machines.
 MODES = ("in_memory", "multi_process", "cluster")
-RUNNABLE_MODES = ("in_memory", "multi_process")
+DEFAULT_MODES = ("in_memory", "multi_process")
+# The cluster's address, from the parent to each child run: "MASTER_URL WORKER_POOL".
+CLUSTER_ENV_VAR = "SCALE_BENCH_CLUSTER"
 PREPROCESSING = ("CsvExampleGen", "StatisticsGen", "ImportSchemaGen", "ExampleValidator", "AnomalyGate", "Transform")
 SHOWN = ("CsvExampleGen", "StatisticsGen", "Transform", "Trainer")
 EPOCHS = 1
@@ -41,10 +47,12 @@ SAMPLE_S = 0.25
 
 
 def beam_args(mode: str) -> list[str]:
-    from pipeline.runners import local
+    from pipeline.runners import cluster, local
+    from pipeline.runners.beam_args import BeamOptions
 
     if mode == "cluster":
-        raise SystemExit("mode cluster: not set up in this benchmark yet; run --modes in_memory,multi_process")
+        master, pool = os.environ[CLUSTER_ENV_VAR].split()
+        return cluster.pipeline_args(BeamOptions(runner="spark", spark_master=master, worker_pool=pool))
     return local.beam_pipeline_args(mode)
 
 
@@ -95,7 +103,8 @@ def run_one(size: int, mode: str, data_root: Path, home: Path) -> dict:
     config = PipelineConfig(home=str(home), dataset="synthetic", rows=size, data_root=str(data_root),
                             epochs=EPOCHS, beam_mode=mode, enable_cache=False)
     root = data.prepare_data(config)
-    beam_tuning.tune(mode)
+    if mode != "cluster":
+        beam_tuning.tune(mode)
     connection = local.metadata_config(config)
     whole = create_pipeline(config, root, beam_args(mode), connection)
     keep = (*PREPROCESSING, "Trainer")
@@ -116,13 +125,13 @@ def run_one(size: int, mode: str, data_root: Path, home: Path) -> dict:
             "components": component_seconds(config.metadata_path)}
 
 
-def run_child(size: int, mode: str, data_root: Path, workdir: Path) -> dict:
+def run_child(size: int, mode: str, data_root: Path, workdir: Path, cluster_env: dict[str, str]) -> dict:
     home = workdir / f"rows-{size}-{mode}"
     home.mkdir(parents=True)
     result_file = home / "result.json"
     harness.run_python([__file__, "--child", mode, "--sizes", str(size), "--data", str(data_root),
                         "--workdir", str(home), "--result", str(result_file)],
-                       f"{mode} at {size} rows", log=home / "run.log")
+                       f"{mode} at {size} rows", log=home / "run.log", env=cluster_env)
     result = json.loads(result_file.read_text())
     result["preprocessing_s"] = sum(result["components"].get(name, 0.0) for name in PREPROCESSING)
     return result
@@ -152,10 +161,29 @@ def print_runs(size: int, auto: str, runs: dict[str, dict]) -> None:
         print(f"{marker}{mode:<14}" + "".join(cells) + f"{run['peak_rss_mb']:8,.0f}MB", flush=True)
 
 
+def measure(sizes: list[int], modes: list[str], workdir: Path, cluster_env: dict[str, str]) -> dict[str, dict]:
+    """Each size in each mode; per size: auto's pick, the fastest mode, and every run."""
+    summary: dict[str, dict] = {}
+    for size in sizes:
+        data_root, auto = prepare(size, workdir)
+        runs = {mode: run_child(size, mode, data_root, workdir, cluster_env) for mode in modes}
+        print_runs(size, auto, runs)
+        best = min(runs, key=lambda mode: runs[mode]["preprocessing_s"])
+        summary[str(size)] = {
+            "auto": auto, "best": best,
+            "auto_vs_best": runs[auto]["preprocessing_s"] / runs[best]["preprocessing_s"] if auto in runs else None,
+            "runs": {mode: {"preprocessing_s": round(run["preprocessing_s"], 2),
+                            "wall_s": round(run["wall_s"], 2), "peak_rss_mb": round(run["peak_rss_mb"]),
+                            "components": {k: round(v, 2) for k, v in run["components"].items()}}
+                     for mode, run in runs.items()},
+        }
+    return summary
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)), help="rows, comma-separated")
-    parser.add_argument("--modes", default=",".join(RUNNABLE_MODES), help=f"of {', '.join(MODES)}")
+    parser.add_argument("--modes", default=",".join(DEFAULT_MODES), help=f"of {', '.join(MODES)}")
     parser.add_argument("--workdir", help="where data and runs go (default: a temp dir)")
     parser.add_argument("--child", choices=MODES, help=argparse.SUPPRESS)
     parser.add_argument("--data", help=argparse.SUPPRESS)
@@ -175,25 +203,16 @@ def main() -> None:
         result = run_one(sizes[0], args.child, Path(args.data), Path(args.workdir))
         Path(args.result).write_text(json.dumps(result))
         return
-    if "cluster" in modes:
-        beam_args("cluster")  # says it is not set up, before hours of other runs
-
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="scale-bench-"))
     print(f"workdir {workdir}; {harness.cpu_summary()}; Trainer {EPOCHS} epoch", flush=True)
-    summary: dict[str, dict] = {}
-    for size in sizes:
-        data_root, auto = prepare(size, workdir)
-        runs = {mode: run_child(size, mode, data_root, workdir) for mode in modes}
-        print_runs(size, auto, runs)
-        best = min(runs, key=lambda mode: runs[mode]["preprocessing_s"])
-        summary[str(size)] = {
-            "auto": auto, "best": best,
-            "auto_vs_best": runs[auto]["preprocessing_s"] / runs[best]["preprocessing_s"] if auto in runs else None,
-            "runs": {mode: {"preprocessing_s": round(run["preprocessing_s"], 2),
-                            "wall_s": round(run["wall_s"], 2), "peak_rss_mb": round(run["peak_rss_mb"]),
-                            "components": {k: round(v, 2) for k, v in run["components"].items()}}
-                     for mode, run in runs.items()},
-        }
+    with contextlib.ExitStack() as stack:
+        cluster_env = {}
+        if "cluster" in modes:
+            from tests.cluster.spark_cluster import spark_cluster
+
+            running = stack.enter_context(spark_cluster(workdir / "cluster"))
+            cluster_env = {CLUSTER_ENV_VAR: f"{running.master_url} {running.worker_pool}"}
+        summary = measure(sizes, modes, workdir, cluster_env)
     largest = summary[str(sizes[-1])]
     auto_runs = largest["runs"].get(largest["auto"])
     ratios = [s["auto_vs_best"] for s in summary.values() if s["auto_vs_best"] is not None]
