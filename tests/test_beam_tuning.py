@@ -19,7 +19,7 @@ COUNT = userstate.ReadModifyWriteStateSpec("count", beam.coders.VarIntCoder())
 
 
 class _Stateful(beam.DoFn):
-    def process(self, element, count=beam.DoFn.StateParam(COUNT), timestamp=beam.DoFn.TimestampParam):
+    def process(self, element, count=beam.DoFn.StateParam(COUNT), timestamp=beam.DoFn.TimestampParam):  # noqa: B008 (Beam's idiom)
         yield element
 
 
@@ -84,7 +84,7 @@ def test_a_pipeline_gives_the_same_result_with_the_cache() -> None:
 class _Counting(beam.DoFn):
     """Counts the elements of each key: works only if the state parameter is found."""
 
-    def process(self, element, count=beam.DoFn.StateParam(COUNT)):
+    def process(self, element, count=beam.DoFn.StateParam(COUNT)):  # noqa: B008 (Beam's idiom)
         seen = (count.read() or 0) + 1
         count.write(seen)
         yield element[0], seen

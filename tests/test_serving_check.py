@@ -21,8 +21,8 @@ from tfx.types import standard_artifacts
 from components.atomic_pusher import executor as atomic_pusher
 from components.serving_check import executor as serving_check
 from components.serving_check import loader_process
-from tests import REPO
 from serving import push, session_check, warmup
+from tests import REPO
 
 LABELS = ["Adelie", "Chinstrap", "Gentoo"]
 
