@@ -32,7 +32,7 @@ from pipeline_bench import component_seconds
 
 DEFAULT_SIZES = (10_000, 100_000, 1_000_000)
 # Beam modes: the DirectRunner's two, and "cluster": a Spark standalone cluster on loopback
-# (tests/cluster/spark_cluster.py, one master, one worker with this machine's cores), started
+# (pipeline/runners/spark/local_cluster.py, one master, one worker with this machine's cores), started
 # once for all sizes. Not in the default: it measures Beam's portable-runner overhead on
 # the same cores, not more machines.
 MODES = ("in_memory", "multi_process", "cluster")
@@ -208,7 +208,7 @@ def main() -> None:
     with contextlib.ExitStack() as stack:
         cluster_env = {}
         if "cluster" in modes:
-            from tests.cluster.spark_cluster import spark_cluster
+            from pipeline.runners.spark.local_cluster import spark_cluster
 
             running = stack.enter_context(spark_cluster(workdir / "cluster"))
             cluster_env = {CLUSTER_ENV_VAR: f"{running.master_url} {running.worker_pool}"}

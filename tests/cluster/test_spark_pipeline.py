@@ -14,8 +14,8 @@ import psutil
 import pytest
 
 from pipeline.config import PipelineConfig
+from pipeline.runners.spark.local_cluster import SparkCluster, free_port, spark_cluster
 from pipeline.store import connection, url
-from tests.cluster.spark_cluster import SparkCluster, free_port, spark_cluster
 from tests.conftest import FAST_RUN_ARGS, CliResult, turbotfx
 
 pytestmark = [pytest.mark.e2e, pytest.mark.cluster]

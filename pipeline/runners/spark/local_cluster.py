@@ -1,4 +1,5 @@
-"""A Spark standalone cluster on loopback, for the tests and benchmarks: a master and a worker
+"""A Spark standalone cluster on loopback, for the tests, the benchmarks and a first try of
+`turbotfx run --beam-runner spark` on one machine: a master and a worker
 (separate JVMs, the worker starting executor JVMs as on a real cluster) and a Beam Python
 worker pool (EXTERNAL environment) that the executors hand Python stages to. The pool runs in
 this project's virtualenv, where turbotfx is installed, from a folder outside the source tree,
