@@ -9,13 +9,16 @@ import errno
 import signal
 import sys
 import time
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from pipeline import config as config_lib
 from pipeline.cli import args as cli_args
 from pipeline.config import PipelineConfig
 from pipeline.errors import Interrupted, innermost_cause
 from pipeline.runners.cluster import LOCAL_RUNNERS
+
+if TYPE_CHECKING:
+    from pipeline.runners.beam_args import BeamOptions
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -40,11 +43,15 @@ def handle(args: argparse.Namespace) -> int:
                         beam=cli_args.beam_options_from_args(args))
 
 
-def run_pipeline(config: PipelineConfig, verbose: bool = False, beam=None) -> int:
+def run_pipeline(config: PipelineConfig, verbose: bool = False, beam: BeamOptions | None = None) -> int:
     """Runs everything; returns the process exit code (0 only when the run completed)."""
     from pipeline.store import backup, connection
 
     config_lib.ensure_writable_home(config)
+    if beam is not None and beam.runner != "direct":
+        from pipeline.runners import cluster
+
+        cluster.pipeline_args(beam)  # a cluster that does not answer stops the run before it starts
     with connection.exclusive_run(config.metadata_store_url):
         # Fail before any work when the store cannot be reached or its SQLite file is damaged.
         connection.check_store(config.metadata_store_url)
@@ -57,16 +64,12 @@ def run_pipeline(config: PipelineConfig, verbose: bool = False, beam=None) -> in
         return code
 
 
-def _run(config: PipelineConfig, verbose: bool, beam) -> int:
+def _run(config: PipelineConfig, verbose: bool, beam: BeamOptions | None) -> int:
     from pipeline import data
     from pipeline.cli import console as console_lib
     from pipeline.provenance import run_state
 
     data_root = data.prepare_data(config)
-    if beam is not None and beam.runner != "direct":
-        from pipeline.runners import cluster
-
-        cluster.pipeline_args(beam)  # a cluster that does not answer stops the run before it starts
     store, recovered = _recover(config)
     # Chosen here, not by TFX, to mark the run if it is interrupted; TFX's form, the local start time.
     run_id = datetime.datetime.now().isoformat()

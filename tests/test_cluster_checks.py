@@ -1,0 +1,95 @@
+"""`turbotfx run` on a cluster that is not there: one line naming the part and the fix, exit 2,
+before any component runs (no run recorded in the store)."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from pipeline.config import PipelineConfig
+from pipeline.runners.spark import jars
+from tests.conftest import turbotfx
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture
+def listening_port():
+    """A loopback port that accepts connections, standing in for a part that is up."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        yield server.getsockname()[1]
+
+
+@pytest.fixture
+def job_server_jar(tmp_path: Path) -> dict[str, str]:
+    """A cache holding a job server jar (its presence is what the check looks at)."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / jars.LAUNCHER_JAR_NAME).write_bytes(b"PK")
+    return {jars.CACHE_ENV_VAR: str(cache)}
+
+
+def assert_refused(result, message: str) -> None:
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert lines == [lines[0]] and lines[0].startswith("turbotfx: error: "), result.output
+    assert message in lines[0], lines[0]
+    assert not PipelineConfig(home=str(result.home)).metadata_path.exists(), "a run was recorded"
+
+
+def test_an_unreachable_spark_master(tmp_path, job_server_jar, listening_port):
+    master = f"spark://127.0.0.1:{closed_port()}"
+    result = turbotfx("run", "--beam-runner", "spark", "--spark-master", master,
+                      "--worker-pool", f"127.0.0.1:{listening_port}", home=tmp_path / "home", env=job_server_jar)
+    assert_refused(result, f"cannot reach the Spark master at {master}")
+    assert "start the cluster or fix --spark-master" in result.output
+
+
+def test_an_unreachable_worker_pool(tmp_path, job_server_jar, listening_port):
+    pool = f"127.0.0.1:{closed_port()}"
+    result = turbotfx("run", "--beam-runner", "spark", "--spark-master", f"spark://127.0.0.1:{listening_port}",
+                      "--worker-pool", pool, home=tmp_path / "home", env=job_server_jar)
+    assert_refused(result, f"cannot reach the Beam worker pool at {pool}")
+
+
+def test_a_missing_job_server_jar(tmp_path, listening_port):
+    result = turbotfx("run", "--beam-runner", "spark", "--spark-master", f"spark://127.0.0.1:{listening_port}",
+                      "--worker-pool", f"127.0.0.1:{listening_port}", home=tmp_path / "home",
+                      env={jars.CACHE_ENV_VAR: str(tmp_path / "empty-cache")})
+    assert_refused(result, "Beam's Spark job server jar is missing")
+    assert "make cluster-deps" in result.output
+
+
+def test_no_worker_pool(tmp_path, job_server_jar, listening_port):
+    result = turbotfx("run", "--beam-runner", "spark", "--spark-master", f"spark://127.0.0.1:{listening_port}",
+                      home=tmp_path / "home", env=job_server_jar)
+    assert_refused(result, "needs Python workers with turbotfx installed: give --worker-pool")
+
+
+def test_the_launcher_jar_names_every_jar_and_the_main_class(tmp_path):
+    import zipfile
+
+    lib = tmp_path / "jars"
+    lib.mkdir()
+    names = [f"dependency-number-{i}-with-a-long-name-1.0.jar" for i in range(30)]
+    for name in names:
+        (lib / name).write_bytes(b"")
+    launcher = tmp_path / "launcher.jar"
+    jars.write_launcher_jar(lib, launcher)
+    manifest = zipfile.ZipFile(launcher).read("META-INF/MANIFEST.MF").decode()
+    raw_lines = manifest.split("\r\n")
+    assert all(len(line.encode()) <= 72 for line in raw_lines), "a manifest line over 72 bytes"
+    # Continuation lines (a leading space) unfold into their attribute, as Java reads them.
+    attributes = dict(line.split(": ", 1) for line in manifest.replace("\r\n ", "").split("\r\n") if line)
+    assert attributes["Main-Class"] == "org.apache.beam.runners.spark.SparkJobServerDriver"
+    assert attributes["Class-Path"].split(" ") == [f"jars/{name}" for name in sorted(names)]
+    assert "java.base/sun.nio.ch" in attributes["Add-Opens"].split(" ")
