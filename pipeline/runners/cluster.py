@@ -64,7 +64,6 @@ def _host_port(address: str, flag: str) -> tuple[str, int]:
 
 def _check_listening(host: str, port: int, what: str, fix: str) -> None:
     try:
-        with socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S):
-            pass
+        socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S).close()  # a probe: connect, leave
     except OSError as error:
         raise ConfigError(f"cannot reach {what} ({error.strerror or error}): {fix}") from None
