@@ -114,6 +114,8 @@ def create_pipeline(
             trainer_keys.DATASET_FILE_KEY: str(spec.path),
             trainer_keys.DATASET_TEXT_KEY: base64.b64encode(spec.path.read_bytes()).decode("ascii"),
             trainer_keys.DATASET_FINGERPRINT_KEY: spec.fingerprint(),
+            trainer_keys.MODEL_NAME_KEY: config.model_name,
+            trainer_keys.FEATURE_CONTRACT_KEY: spec.feature_contract(),
             "epochs": config.epochs,
             "batch_size": config.batch_size,
             "learning_rate": config.learning_rate,

@@ -18,7 +18,7 @@ from tfx.components.trainer import executor as trainer_executor
 from tfx.types import artifact_utils
 from tfx.utils import io_utils
 
-from components.reporting_trainer.keys import EPOCHS_KEY, TRAINING_PREFIX
+from components.reporting_trainer.keys import EPOCHS_KEY, FEATURE_CONTRACT_KEY, MODEL_NAME_KEY, TRAINING_PREFIX
 from trainer_module.train import REPORT_FILE
 
 
@@ -31,6 +31,18 @@ class Executor(trainer_executor.GenericExecutor):
     ) -> None:
         super().Do(input_dict, output_dict, with_runtime_epochs(exec_properties))
         record_training_report(output_dict)
+        record_identity(output_dict, exec_properties)
+
+
+def record_identity(output_dict: dict[str, list[types.Artifact]], exec_properties: dict[str, Any]) -> None:
+    """The model name and feature contract from custom_config onto the Model artifact, where
+    the baseline resolver (components/baseline_model) matches a candidate with its baseline."""
+    raw = exec_properties.get("custom_config")
+    custom_config = dict(raw) if isinstance(raw, dict) else json.loads(raw or "null") or {}
+    model = artifact_utils.get_single_instance(output_dict["model"])
+    for key in (MODEL_NAME_KEY, FEATURE_CONTRACT_KEY):
+        if custom_config.get(key):
+            model.set_string_custom_property(key, str(custom_config[key]))
 
 
 def record_training_report(output_dict: dict[str, list[types.Artifact]]) -> None:

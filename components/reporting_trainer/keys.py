@@ -18,3 +18,9 @@ CODE_FINGERPRINT_KEY = "code_fingerprint"
 DATASET_FILE_KEY = "dataset_file"
 DATASET_TEXT_KEY = "dataset_file_base64"
 DATASET_FINGERPRINT_KEY = "dataset_fingerprint"
+# Trainer custom_config entries, copied onto the Model artifact as custom properties of the
+# same names: the model (serving directory) it is trained for, and a hash of the feature
+# contract its signatures take (label, task, feature roles, schema types). The Evaluator's
+# baseline must match both: another dataset's model cannot score this one's rows.
+MODEL_NAME_KEY = "model_name"
+FEATURE_CONTRACT_KEY = "feature_contract"

@@ -28,3 +28,4 @@ class Executor(vertex_trainer_executor.GenericExecutor):
     ) -> None:
         super().Do(input_dict, output_dict, exec_properties)
         reporting_trainer.record_training_report(output_dict)
+        reporting_trainer.record_identity(output_dict, exec_properties)

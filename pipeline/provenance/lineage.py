@@ -364,7 +364,8 @@ def _baseline_id(blessing: mlmd_pb.Artifact | None, baseline: mlmd_pb.Artifact |
 
 # Trainer custom_config entries that describe the data (see dataset_of), not the training.
 _DATASET_ENTRIES = (FEATURES_KEY, trainer_keys.DATASET_FILE_KEY, trainer_keys.DATASET_TEXT_KEY,
-                    trainer_keys.DATASET_FINGERPRINT_KEY)
+                    trainer_keys.DATASET_FINGERPRINT_KEY, trainer_keys.MODEL_NAME_KEY,
+                    trainer_keys.FEATURE_CONTRACT_KEY)
 
 
 def dataset_of(trainer: mlmd_pb.Execution) -> dict[str, Any]:
@@ -377,6 +378,8 @@ def dataset_of(trainer: mlmd_pb.Execution) -> dict[str, Any]:
         "fingerprint": config.get(trainer_keys.DATASET_FINGERPRINT_KEY),
         "text": _decoded(config.get(trainer_keys.DATASET_TEXT_KEY)),
         "name": features.get("dataset"),
+        "model_name": config.get(trainer_keys.MODEL_NAME_KEY),
+        "feature_contract": config.get(trainer_keys.FEATURE_CONTRACT_KEY),
         "task": features.get("task"),
         "label": features.get("label"),
         "numeric": features.get("numeric", []),
