@@ -118,6 +118,15 @@ class PipelineConfig:
         return self.home_path / "data" / self.spec.name
 
     @property
+    def dataset_reference(self) -> str:
+        """What --dataset takes to name this dataset again: a built-in's name, else the file's
+        absolute path (recorded on each run, so `predict` and `serving` find the dataset of
+        a workspace's only model)."""
+        if self.spec.path.parent == datasets.BUILTIN_DIR:
+            return self.spec.path.stem
+        return str(self.spec.path)
+
+    @property
     def higher_is_better(self) -> bool:
         return self.spec.blessing.higher_is_better
 

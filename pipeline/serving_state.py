@@ -31,6 +31,25 @@ def reconcile_serving(config: PipelineConfig, store: metadata_store.MetadataStor
                                    history.labels, history.in_flight_since)
 
 
+def dataset_of_model(config: PipelineConfig, model_name: str) -> str | None:
+    """The dataset (a built-in's name or a file's path) of the newest run recorded for the
+    model in any of the workspace's stores; None when no run recorded it (runs before
+    turbotfx kept it)."""
+    from pipeline.provenance import run_state
+    from pipeline.provenance.lineage import RUN_CONTEXT
+
+    newest, dataset = -1, None
+    for path in sorted(config.metadata_path.parent.glob("*.sqlite")):
+        try:
+            store = connection.open_store(sqlite_url(path), create=False)
+        except ConfigError:  # damaged: its own commands say so
+            continue
+        for run in store.get_contexts_by_type(RUN_CONTEXT):
+            if run_state.recorded_model_name(run) == model_name and run.create_time_since_epoch > newest:
+                newest, dataset = run.create_time_since_epoch, run_state.recorded_dataset(run)
+    return dataset
+
+
 def _other_workspace_stores(config: PipelineConfig) -> Iterator[tuple[str, metadata_store.MetadataStore]]:
     """The workspace's other SQLite stores: each --pipeline-name keeps its own
     (metadata/<name>.sqlite) and pushes into the same serving directory."""

@@ -190,6 +190,15 @@ def status(serving_root: str | Path, model_name: str) -> ModelStatus:
                        labels.get(STABLE), labels.get(CANARY), served)
 
 
+def served_models(serving_root: str | Path) -> list[str]:
+    """The models of a serving directory: those models.config names and those with a version
+    directory on disk (a config lost before it was rebuilt), sorted."""
+    root = Path(serving_root)
+    named = {entry.name for entry in read_config(root).model_config_list.config} if config_path(root).is_file() else set()
+    on_disk = {child.name for child in root.iterdir() if child.is_dir() and push.versions(child)} if root.is_dir() else set()
+    return sorted(named | on_disk)
+
+
 def protected_versions(serving_root: str | Path, model_name: str) -> set[int]:
     """Versions retention must keep: whatever a label points at."""
     current = status(serving_root, model_name)

@@ -15,8 +15,6 @@ is matched on its name alone.
 
 from __future__ import annotations
 
-from pathlib import PurePath
-
 import ml_metadata as mlmd
 from ml_metadata.proto import metadata_store_pb2 as mlmd_pb
 from tfx import types
@@ -55,8 +53,7 @@ class LatestPushedModelStrategy(resolver.ResolverStrategy):
 def pushed_model_name(pushed: types.Artifact) -> str:
     """The model a push served: its version directory's parent (<serving>/<model>/<version>),
     as serving/push.py lays it out and pipeline/provenance/pushes.py reads it."""
-    destination = pushed.get_string_custom_property(pusher_keys.PUSHED_DESTINATION)
-    return PurePath(destination.rstrip("/")).parent.name
+    return pusher_keys.model_name_of(pushed.get_string_custom_property(pusher_keys.PUSHED_DESTINATION))
 
 
 def _same_contract(model: types.Artifact, contract: str | None) -> bool:

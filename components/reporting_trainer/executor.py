@@ -18,7 +18,12 @@ from tfx.components.trainer import executor as trainer_executor
 from tfx.types import artifact_utils
 from tfx.utils import io_utils
 
-from components.reporting_trainer.keys import EPOCHS_KEY, FEATURE_CONTRACT_KEY, MODEL_NAME_KEY, TRAINING_PREFIX
+from components.reporting_trainer.keys import (
+    EPOCHS_KEY,
+    FEATURE_CONTRACT_KEY,
+    MODEL_NAME_KEY,
+    TRAINING_PREFIX,
+)
 from trainer_module.train import REPORT_FILE
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 from pipeline import config as config_lib
 from pipeline.config import PipelineConfig
 from pipeline.errors import ConfigError
-from pipeline.store.url import existing_store_url
+from pipeline.store.url import existing_store_url, sqlite_url
 from trainer_module import hardware, optimizer_choice
 
 if TYPE_CHECKING:
@@ -255,6 +255,15 @@ def workspace_config(args: argparse.Namespace) -> PipelineConfig:
 def query_store_url(args: argparse.Namespace) -> str | None:
     """The store --metadata-url names, else the workspace's SQLite store if a run made it."""
     return existing_store_url(args.metadata_url, workspace_config(args).metadata_path)
+
+
+def query_store_urls(args: argparse.Namespace) -> list[str]:
+    """--metadata-url's store, else every SQLite store in the workspace: the default pipeline's
+    holds every dataset's runs, and each --pipeline-name keeps its own (metadata/<name>.sqlite)."""
+    if args.metadata_url:
+        return [args.metadata_url]
+    directory = workspace_config(args).metadata_path.parent
+    return [sqlite_url(path) for path in sorted(directory.glob("*.sqlite"))]
 
 
 def store_from_args(args: argparse.Namespace) -> metadata_store.MetadataStore:

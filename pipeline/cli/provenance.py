@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from pipeline.cli import args as cli_args
 
@@ -16,6 +17,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     which.add_argument("--model-version", help="a pushed model by its serving version (directory name)")
     which.add_argument("--artifact-id", type=int, help="a Model, PushedModel or ModelBlessing artifact id")
     which.add_argument("--uri", help="a model's URI, a pushed model's URI or its serving directory")
+    cli_args.add_model_name(lineage, "with --latest: the latest pushed model of this model (a dataset's name; "
+                                     "default: of any dataset in the workspace)")
     cli_args.add_format(lineage, ("text", "json", "dot"),
                         "text: a readable tree; json: every field; dot: a Graphviz graph (default: text)")
     lineage.set_defaults(handler=handle)
@@ -39,12 +42,21 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    store = cli_args.store_from_args(args)
+    if args.command == "runs" and not args.metadata_url and cli_args.query_store_urls(args):
+        from pipeline.provenance import render
+
+        listed = _runs_of_every_store(args)
+        print(_json(listed) if args.format == "json" else render.runs_text(listed))
+        return 0
+    if args.command == "lineage" and (args.latest or args.model_version) and not args.metadata_url:
+        store = _store_with_push(args)
+    else:
+        store = cli_args.store_from_args(args)
     from pipeline.provenance import diff, lineage, render, runs
 
     if args.command == "lineage":
         model = lineage.find_model(store, latest=args.latest, model_version=args.model_version,
-                                   artifact_id=args.artifact_id, uri=args.uri)
+                                   artifact_id=args.artifact_id, uri=args.uri, model_name=args.model_name)
         found = lineage.model_lineage(store, model)
         formats = {"json": _json, "dot": render.lineage_dot, "text": render.lineage_text}
         print(formats[args.format](found))
@@ -65,6 +77,57 @@ def handle(args: argparse.Namespace) -> int:
         changes = diff.diff_models(*found)
         print(_json(changes) if args.format == "json" else render.diff_text(changes))
     return 0
+
+
+def _runs_of_every_store(args: argparse.Namespace) -> list[dict]:
+    """Runs of every store the workspace holds, newest first: each --pipeline-name keeps one."""
+    from pipeline.provenance import runs
+    from pipeline.store import connection
+
+    listed = []
+    default_url = cli_args.query_store_url(args)
+    for url in cli_args.query_store_urls(args):
+        # The default store damaged stops the command, as before; a sibling's is skipped.
+        store = cli_args.open_query_store(url) if url == default_url else _workspace_store(url)
+        if store is None:
+            continue
+        # A run still RUNNING whose process is gone was killed: shown as ABORTED.
+        live = connection.run_may_be_live(url)
+        listed += runs.list_runs(store, args.pipeline_name, args.limit or None, live_runs_possible=live)
+    listed.sort(key=lambda row: row["start"], reverse=True)
+    return listed[:args.limit] if args.limit else listed
+
+
+def _store_with_push(args: argparse.Namespace):
+    """Of the workspace's stores, the one holding the push asked for: the newest push (of
+    --model-name) for --latest, the push of --model-version; else the default store, whose
+    answer names what is missing."""
+    from pipeline.provenance import lineage
+
+    default = cli_args.store_from_args(args) if cli_args.query_store_url(args) else None
+    found, newest = None, -1
+    for url in cli_args.query_store_urls(args):
+        store = default if url == cli_args.query_store_url(args) else _workspace_store(url)
+        if store is None:
+            continue
+        if args.latest:
+            pushed = lineage.latest_push(store, args.model_name)
+            if pushed is not None and pushed.create_time_since_epoch > newest:
+                found, newest = store, pushed.create_time_since_epoch
+        elif lineage.has_push_version(store, args.model_version):
+            return store
+    return found or default or cli_args.store_from_args(args)
+
+
+def _workspace_store(url: str):
+    """One of the workspace's stores; a damaged one is named on stderr and skipped."""
+    from pipeline.errors import ConfigError
+
+    try:
+        return cli_args.open_query_store(url)
+    except ConfigError as err:
+        print(f"turbotfx: warning: skipped a store: {err}", file=sys.stderr)
+        return None
 
 
 def _json(value) -> str:

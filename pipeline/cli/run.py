@@ -88,7 +88,8 @@ def _run(config: PipelineConfig, verbose: bool, beam: BeamOptions | None) -> int
         failure = None
         try:
             with _terminate_as_interrupt():
-                run_state.begin(store, config.pipeline_name, run_id)
+                run_state.begin(store, config.pipeline_name, run_id, config.model_name,
+                                config.dataset_reference)
                 described = local.run(config, data_root, run_id, beam)
             console.line(f"  beam: {described}")
         except KeyboardInterrupt:

@@ -23,7 +23,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                        ("status", "versions on disk, labels, and the run each came from (MLMD)")):
         action = actions.add_parser(name, help=text)
         cli_args.add_home(action)
-        cli_args.add_dataset(action, "whose model: a dataset file or a built-in (default: penguins)")
+        cli_args.add_dataset(action, "whose model: a dataset file or a built-in (default: the workspace's only "
+                                     "model; status: every model)")
         cli_args.add_model_name(action, "model directory under the serving root (default: the dataset's)")
         if name == "promote":
             action.add_argument("version", nargs="?", type=int, help="version to label stable (default: the canary)")
@@ -44,8 +45,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     which.add_argument("--label", help="server version label, e.g. stable or canary")
     which.add_argument("--version", type=int, help="server model version")
     cli_args.add_home(predict)
-    cli_args.add_dataset(predict, "whose columns the rows have: a dataset file or a built-in (default: penguins)",
-                         default="penguins")
+    cli_args.add_dataset(predict, "whose columns the rows have: a dataset file or a built-in (default: the "
+                                  "dataset of the workspace's only model)")
     cli_args.add_model_name(predict, "model name (default: the dataset's)")
     predict.add_argument("--timeout", type=float, default=10.0, help="seconds per server request (default: 10)")
     cli_args.add_format(predict)
@@ -55,9 +56,20 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 # --- serving ---------------------------------------------------------------------------
 
 def handle_serving(args: argparse.Namespace) -> int:
+    configs = _chosen_models(args, every_model=args.serving_command == "status")
+    reports = [_serve(args, config) for config in configs]
+    if getattr(args, "format", "text") == "json":
+        # One model named (or the only one): its report, as before; several: each of them.
+        print(json.dumps(reports[0] if len(reports) == 1 else {"models": reports}, indent=2))
+    else:
+        print("\n".join(_text(report, config.serving_dir.parent) for report, config in zip(reports, configs)))
+    return 0
+
+
+def _serve(args: argparse.Namespace, config) -> dict[str, Any]:
+    """One model's promote, rollback or status, checked against the push records first."""
     from serving import model_config
 
-    config = cli_args.workspace_config(args)
     serving_root, name = config.serving_dir.parent, config.serving_dir.name
     store = _reconciled_store(args, config)
     with model_config.changing(serving_root):
@@ -77,9 +89,35 @@ def handle_serving(args: argparse.Namespace) -> int:
         from pipeline.provenance import lineage
 
         origins = lineage.pushed_origins(store, current.versions)
-    report = _report(current, origins)
-    print(json.dumps(report, indent=2) if getattr(args, "format", "text") == "json" else _text(report, serving_root))
-    return 0
+    return _report(current, origins)
+
+
+def _chosen_models(args: argparse.Namespace, every_model: bool = False, needs_dataset: bool = False) -> list:
+    """The model --dataset or --model-name names; else the workspace's only served model;
+    every one of several when every_model, else a ConfigError asking which. A workspace
+    serving nothing gets the default dataset's. needs_dataset (rows to predict): the config
+    carries the dataset the model's newest run recorded."""
+    from pipeline import serving_state
+    from pipeline.config import PipelineConfig
+    from serving import model_config
+
+    workspace = cli_args.workspace_config(args)
+    if getattr(args, "dataset", None):
+        return [workspace]
+    models = [args.model_name] if args.model_name else model_config.served_models(workspace.serving_dir.parent)
+    if not models:
+        return [workspace]
+    if len(models) > 1 and not every_model:
+        raise ConfigError(f"this workspace serves {len(models)} models ({', '.join(models)}); say which with "
+                          "--model-name NAME or --dataset FILE")
+    chosen = []
+    for name in models:
+        dataset = serving_state.dataset_of_model(workspace, name) if needs_dataset else None
+        if needs_dataset and dataset is None and name != workspace.model_name:
+            raise ConfigError(f"no run in this workspace records the dataset of model {name!r}; "
+                              "give its dataset file with --dataset FILE")
+        chosen.append(PipelineConfig(home=workspace.home, model_name=name, **({"dataset": dataset} if dataset else {})))
+    return chosen
 
 
 def _reconciled_store(args: argparse.Namespace, config):
@@ -130,7 +168,7 @@ def _text(report: dict[str, Any], serving_root: Path) -> str:
 # --- predict ---------------------------------------------------------------------------
 
 def handle_predict(args: argparse.Namespace) -> int:
-    config = cli_args.workspace_config(args)
+    [config] = _chosen_models(args, needs_dataset=True)
     # TF's import and SavedModel loading log to the terminal: they go to the log file.
     with console.session(config.log_path, verbose=False) as out:
         predictions, source = _predict(args, config)

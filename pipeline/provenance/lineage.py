@@ -154,8 +154,10 @@ def find_model(
     artifact_id: int | None = None,
     uri: str | None = None,
     types: TypeNames | None = None,
+    model_name: str | None = None,
 ) -> mlmd_pb.Artifact:
-    """The Model artifact named by exactly one of the selectors, or a LineageError."""
+    """The Model artifact named by exactly one of the selectors, or a LineageError.
+    model_name narrows --latest to the pushes of one model (a dataset's serving directory)."""
     types = types or TypeNames(store)
     if artifact_id is not None:
         return _model_from_artifact(store, types, _artifact_by_id(store, artifact_id))
@@ -164,14 +166,36 @@ def find_model(
     if uri is not None:
         return _model_from_artifact(store, types, _artifact_by_uri(store, uri))
     if latest:
-        pushed = _artifacts(store, PUSHED_FILTER, limit=1)
-        if not pushed:
+        pushed = latest_push(store, model_name)
+        if pushed is None:
+            of = f" of model {model_name!r}" if model_name else ""
             raise LineageError(
-                "no model has been pushed yet in this metadata store; run the pipeline until a "
+                f"no model{of} has been pushed yet in this metadata store; run the pipeline until a "
                 "model is blessed (`turbotfx run`), or name a model with --artifact-id"
             )
-        return _model_from_artifact(store, types, pushed[0])
+        return _model_from_artifact(store, types, pushed)
     raise LineageError("say which model: --latest, --model-version V, --artifact-id N or --uri PATH")
+
+
+def latest_push(store: metadata_store.MetadataStore, model_name: str | None = None) -> mlmd_pb.Artifact | None:
+    """The newest PushedModel that pushed (of one model, by its serving directory's name)."""
+    for pushed in _artifacts(store, PUSHED_FILTER, limit=None if model_name else 1):
+        if model_name is None or pushed_model_name(pushed) == model_name:
+            return pushed
+    return None
+
+
+def has_push_version(store: metadata_store.MetadataStore, version: str) -> bool:
+    try:
+        _pushed_model_by_version(store, version)
+    except LineageError:
+        return False
+    return True
+
+
+def pushed_model_name(pushed: mlmd_pb.Artifact) -> str:
+    """The model a push served: <serving>/<model>/<version> (serving/push.py)."""
+    return pusher_keys.model_name_of(pushed.custom_properties[pusher_keys.PUSHED_DESTINATION].string_value)
 
 
 def _artifacts(store, filter_query: str, limit: int | None = None) -> list[mlmd_pb.Artifact]:

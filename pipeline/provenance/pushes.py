@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from pathlib import Path
 
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2 as mlmd_pb
@@ -46,7 +45,7 @@ def push_history(store: metadata_store.MetadataStore, model_name: str, live_runs
     options = metadata_store.ListOptions(filter_query=PUSHED_FILTER)
     for pushed in store.get_artifacts(list_options=options):
         properties = pushed.custom_properties
-        if Path(properties[pusher_keys.PUSHED_DESTINATION].string_value).parent.name != model_name:
+        if pusher_keys.model_name_of(properties[pusher_keys.PUSHED_DESTINATION].string_value) != model_name:
             continue
         version = properties[pusher_keys.PUSHED_VERSION].string_value
         if version.isdigit():

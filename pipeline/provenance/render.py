@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from components.atomic_pusher import keys as pusher_keys
 from serving.contract import latency_key
 
 # Hyperparameters shown first in the text tree; the rest follow in name order.
@@ -15,8 +16,10 @@ _TRAINING_SHOWN = ("train_steps", "examples_per_second", "fit_wall_s", "final_ev
 
 def lineage_text(lineage: dict[str, Any]) -> str:
     model, trainer = lineage["model"], lineage["trainer"]
-    lines = [f"model {model['id']}  {model['uri']}"]
     pushed = lineage["pushed_model"]
+    name = (lineage.get("dataset") or {}).get("model_name") or (
+        pusher_keys.model_name_of(pushed["destination"]) if pushed else None)
+    lines = [f"model {model['id']}{f' ({name})' if name else ''}  {model['uri']}"]
     lines.append("├─ pushed: " + (f"version {pushed['version']} -> {pushed['destination']} (PushedModel {pushed['id']})"
                                   if pushed else "no"))
     pipeline = lineage["pipeline"]
@@ -96,13 +99,15 @@ def lineage_dot(lineage: dict[str, Any]) -> str:
 def runs_text(runs: list[dict[str, Any]]) -> str:
     if not runs:
         return "no pipeline runs in this metadata store"
-    header = f"{'run id':<28} {'start (UTC)':<26} {'duration':>9} {'status':<9} {'model':>6} " \
+    width = max(len("dataset"), *(len(run.get("model_name") or "-") for run in runs))
+    header = f"{'run id':<28} {'dataset':<{width}} {'start (UTC)':<26} {'duration':>9} {'status':<9} {'model':>6} " \
              f"{'metric':<24} {'value':>8} {'blessed':<8} pushed"
     lines = [header]
     for run in runs:
         blessed = {True: "yes", False: "no", None: "-"}[run["blessed"]]
         lines.append(
-            f"{run['run_id']:<28} {run['start']:<26} {run['duration_s']:>8.1f}s {run['status']:<9} "
+            f"{run['run_id']:<28} {run.get('model_name') or '-':<{width}} {run['start']:<26} "
+            f"{run['duration_s']:>8.1f}s {run['status']:<9} "
             f"{_or_dash(run['model_id']):>6} {run['metric'] or '-':<24} "
             f"{_number(run['metric_value']) if run['metric_value'] is not None else '-':>8} "
             f"{blessed:<8} {run['pushed_version'] or '-'}"

@@ -15,6 +15,7 @@ from ml_metadata.proto import metadata_store_pb2 as mlmd_pb
 
 from components.atomic_pusher import keys as pusher_keys
 from components.reporting_evaluator import keys as evaluator_keys
+from components.reporting_trainer import keys as trainer_keys
 from components.serving_check import keys as check_keys
 from pipeline.provenance import run_state
 from pipeline.provenance.lineage import (
@@ -55,6 +56,8 @@ class RunSummary:
     serving_check: dict[str, Any] | None = None  # passed, problems and latencies
     pushed_version: str | None = None
     pushed_path: str | None = None
+    # The model (serving directory; a dataset's name unless --model-name) the run was for.
+    model_name: str | None = None
 
     def failed_component(self) -> str | None:
         return next((c.node_id for c in self.components if c.state == "FAILED"), None)
@@ -64,6 +67,7 @@ class RunSummary:
         return {
             "run_id": self.run_id,
             "pipeline": self.pipeline,
+            "model_name": self.model_name,
             "start": _iso(self.start_ms),
             "duration_s": round((self.end_ms - self.start_ms) / 1000, 1),
             "status": self.status,
@@ -148,7 +152,8 @@ def summarize(
     start = min((e.create_time_since_epoch for e in executions), default=run.create_time_since_epoch)
     end = max((e.last_update_time_since_epoch for e in executions), default=start)
     summary = RunSummary(run_id=run.name, pipeline=pipeline, status=status, start_ms=start, end_ms=end,
-                         components=[_component(store, types, e) for e in executions] if with_components else [])
+                         components=[_component(store, types, e) for e in executions] if with_components else [],
+                         model_name=run_state.recorded_model_name(run))
     events = store.get_events_by_execution_ids([e.id for e in executions]) if executions else []
     artifact_ids = sorted({e.artifact_id for e in events if e.type == OUTPUT})
     read: set[str] = set()
@@ -166,6 +171,8 @@ def _read_output(summary: RunSummary, type_name: str, artifact: mlmd_pb.Artifact
     properties = artifact.custom_properties
     if type_name == "Model":
         summary.model_id = artifact.id
+        if summary.model_name is None and trainer_keys.MODEL_NAME_KEY in properties:
+            summary.model_name = properties[trainer_keys.MODEL_NAME_KEY].string_value
     elif type_name == "ModelEvaluation":
         summary.metrics = prefixed_properties(artifact, evaluator_keys.METRIC_PREFIX)
         summary.metric_changes = prefixed_properties(artifact, evaluator_keys.DIFF_PREFIX)
@@ -185,6 +192,8 @@ def _read_output(summary: RunSummary, type_name: str, artifact: mlmd_pb.Artifact
     elif type_name == "PushedModel" and properties[pusher_keys.PUSHED].int_value:
         summary.pushed_version = properties[pusher_keys.PUSHED_VERSION].string_value
         summary.pushed_path = properties[pusher_keys.PUSHED_DESTINATION].string_value
+        # A run recorded before runs named their model: the serving directory it pushed to.
+        summary.model_name = summary.model_name or pusher_keys.model_name_of(summary.pushed_path)
     else:
         return False
     return True
