@@ -20,13 +20,22 @@ from tfx.types import artifact_utils
 
 from components.reporting_evaluator.keys import (
     BLESSING_METRIC,
+    BOUND_FROM_THRESHOLD,
+    BOUND_FROM_TRIVIAL,
     DIFF_PREFIX,
+    LOWER_IS_BETTER_CLASSES,
     METRIC_CLASS_NAMES,
     METRIC_NAMES,
     METRIC_PREFIX,
     SLICE_METRICS,
     THRESHOLD_KEY,
+    TRIVIAL_METRIC,
+    TRIVIAL_PREDICTION,
+    VALIDATION_FAILURES,
+    VALUE_BOUND,
+    VALUE_BOUND_SOURCE,
 )
+from components.reporting_trainer import keys as trainer_keys
 
 # TFMA names the models only when there is a baseline to compare with.
 CANDIDATE_NAMES = ("", "candidate")
@@ -40,9 +49,96 @@ class Executor(evaluator_executor.Executor):
         exec_properties: dict[str, Any],
     ) -> None:
         exec_properties = with_runtime_threshold(exec_properties)
+        trivial = trivial_baseline(input_dict["model"][0])
+        exec_properties, bound = with_trivial_floor(exec_properties, trivial)
         super().Do(input_dict, output_dict, exec_properties)
         evaluation = artifact_utils.get_single_instance(output_dict["evaluation"])
         record_metrics(evaluation, read_metrics(evaluation.uri), blessing_metric_name(exec_properties["eval_config"]))
+        record_verdict(evaluation, trivial, bound)
+
+
+@dataclasses.dataclass(frozen=True)
+class Trivial:
+    value: float
+    prediction: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Bound:
+    value: float
+    source: str  # BOUND_FROM_THRESHOLD or BOUND_FROM_TRIVIAL
+
+
+def trivial_baseline(model: types.Artifact) -> Trivial | None:
+    """The trivial baseline the Trainer measured on the eval split; None if it recorded none
+    (a model trained before it did, or AUC on an eval split of one class)."""
+    if not model.has_custom_property(trainer_keys.TRIVIAL_METRIC):
+        return None
+    prediction = (model.get_string_custom_property(trainer_keys.TRIVIAL_PREDICTION)
+                  if model.has_custom_property(trainer_keys.TRIVIAL_PREDICTION) else "")
+    return Trivial(float(model.get_float_custom_property(trainer_keys.TRIVIAL_METRIC)), prediction)
+
+
+def with_trivial_floor(exec_properties: dict[str, Any], trivial: Trivial | None) -> tuple[dict[str, Any], Bound | None]:
+    """exec_properties whose value bound on the blessing metric is never looser than the
+    trivial baseline: a model no better than a constant is never blessed. Returns the bound
+    in force and where it came from (None: no value bound)."""
+    eval_config = tfma.EvalConfig()
+    json_format.Parse(exec_properties["eval_config"], eval_config)
+    bound = None
+    for metrics_spec in eval_config.metrics_specs:
+        for metric in metrics_spec.metrics:
+            for per_slice in metric.per_slice_thresholds:
+                lower = metric.class_name in LOWER_IS_BETTER_CLASSES
+                value_threshold = per_slice.threshold.value_threshold
+                side = value_threshold.upper_bound if lower else value_threshold.lower_bound
+                configured = side.value if value_threshold.HasField("upper_bound" if lower else "lower_bound") else None
+                bound = None if configured is None else Bound(configured, BOUND_FROM_THRESHOLD)
+                if trivial is None:
+                    continue
+                # Strictly better than the constant: an exact tie is no better.
+                floor = trivial.value - TIE_MARGIN if lower else trivial.value + TIE_MARGIN
+                if configured is None or (floor < configured if lower else floor > configured):
+                    side.value = floor
+                    bound = Bound(floor, BOUND_FROM_TRIVIAL)
+    properties = {**exec_properties, "eval_config": json_format.MessageToJson(eval_config, sort_keys=True)}
+    return properties, bound
+
+
+# How much better than the trivial baseline a model must be to count as better at all.
+TIE_MARGIN = 1e-6
+
+
+def validation_failures(evaluation_uri: str) -> list[dict[str, Any]]:
+    """Each threshold TFMA found broken on the whole eval split: a value or a change bound."""
+    result = tfma.load_validation_result(evaluation_uri)
+    failures = []
+    for per_slice in result.metric_validations_per_slice:
+        for failure in per_slice.failures:
+            threshold = failure.metric_threshold
+            if failure.metric_key.is_diff and threshold.HasField("change_threshold"):
+                bound = threshold.change_threshold.absolute.value
+                kind = "change"
+            else:
+                value_threshold = threshold.value_threshold
+                bound = (value_threshold.upper_bound.value if value_threshold.HasField("upper_bound")
+                         else value_threshold.lower_bound.value)
+                kind = "value"
+            value = failure.metric_value.double_value.value
+            failures.append({"kind": kind, "value": value, "bound": bound})
+    return failures
+
+
+def record_verdict(evaluation: types.Artifact, trivial: Trivial | None, bound: Bound | None) -> None:
+    if trivial is not None:
+        evaluation.set_float_custom_property(TRIVIAL_METRIC, trivial.value)
+        evaluation.set_string_custom_property(TRIVIAL_PREDICTION, trivial.prediction)
+    if bound is not None:
+        evaluation.set_float_custom_property(VALUE_BOUND, bound.value)
+        evaluation.set_string_custom_property(VALUE_BOUND_SOURCE, bound.source)
+    failures = [f for f in validation_failures(evaluation.uri)
+                if all(math.isfinite(f[key]) for key in ("value", "bound"))]
+    evaluation.set_string_custom_property(VALIDATION_FAILURES, json.dumps(failures))
 
 
 def blessing_metric_name(eval_config_json: str) -> str | None:

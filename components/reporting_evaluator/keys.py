@@ -33,3 +33,17 @@ METRIC_NAMES = {
 # TFX's own names on the ModelBlessing (tfx.components.evaluator.constants).
 BLESSED = "blessed"
 BASELINE_MODEL_ID = "baseline_model_id"
+# On the ModelEvaluation: the trivial baseline on the eval split (the train split's majority
+# class, or its mean / median, scored on the eval split) and what it predicts, copied from
+# the candidate Model's training report; the value bound the blessing metric was held to
+# (the configured threshold, or the trivial baseline where that is stricter or unset) and
+# where it came from; and why blessing failed: a JSON list of {"kind": "value" | "change",
+# "value": the metric or its change, "bound": the bound it broke}.
+TRIVIAL_METRIC = "trivial_metric"
+TRIVIAL_PREDICTION = "trivial_prediction"
+VALUE_BOUND = "value_bound"
+VALUE_BOUND_SOURCE = "value_bound_source"
+BOUND_FROM_THRESHOLD, BOUND_FROM_TRIVIAL = "threshold", "trivial baseline"
+VALIDATION_FAILURES = "validation_failures"
+# TFMA metric classes where lower is better (errors); the others are scores.
+LOWER_IS_BETTER_CLASSES = ("RootMeanSquaredError", "MeanAbsoluteError")

@@ -20,7 +20,16 @@ DATASET_TEXT_KEY = "dataset_file_base64"
 DATASET_FINGERPRINT_KEY = "dataset_fingerprint"
 # Trainer custom_config entries, copied onto the Model artifact as custom properties of the
 # same names: the model (serving directory) it is trained for, and a hash of the feature
-# contract its signatures take (label, task, feature roles, schema types). The Evaluator's
-# baseline must match both: another dataset's model cannot score this one's rows.
+# contract its signatures take and answer (the schema's columns and types; label, task,
+# classes). The Evaluator's baseline must match both: another dataset's model cannot score
+# this one's rows.
 MODEL_NAME_KEY = "model_name"
 FEATURE_CONTRACT_KEY = "feature_contract"
+# Training-report entries (on the Model as training_<key>) that the Evaluator and the run
+# summary read: the blessing metric's name, its value on the train and eval splits, and the
+# trivial baseline's value on the eval split with what it predicts.
+BLESSING_METRIC_NAME = TRAINING_PREFIX + "blessing_metric"
+TRAIN_METRIC = TRAINING_PREFIX + "train_metric"
+EVAL_METRIC = TRAINING_PREFIX + "eval_metric"
+TRIVIAL_METRIC = TRAINING_PREFIX + "trivial_metric"
+TRIVIAL_PREDICTION = TRAINING_PREFIX + "trivial_prediction"

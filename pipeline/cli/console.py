@@ -68,19 +68,19 @@ class _ComponentProgress(logging.Handler):
 
 
 @contextlib.contextmanager
-def session(log_path: Path, verbose: bool) -> Iterator[Console]:
+def session(log_path: Path, verbose: bool, user_fd: int = 1) -> Iterator[Console]:
     """Routes library output to log_path (or the terminal with verbose) for the block.
 
     Quiet mode redirects file descriptors 1 and 2, which silences TF's C++ logging and
-    Beam's subprocesses too; the console keeps a duplicate of the original stdout.
+    Beam's subprocesses too; the console keeps a duplicate of the original user_fd (stdout;
+    stderr where stdout is kept for a JSON document).
     """
     log_path.parent.mkdir(parents=True, exist_ok=True)
     root = logging.getLogger()
     saved_level = root.level
     sys.stdout.flush()
     sys.stderr.flush()
-    user_fd = os.dup(1)
-    user_stream = os.fdopen(user_fd, "w", buffering=1)
+    user_stream = os.fdopen(os.dup(user_fd), "w", buffering=1)
     console = Console(user_stream)
     progress = _ComponentProgress(console)
     log_file = open(log_path, "a", buffering=1)

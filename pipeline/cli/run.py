@@ -18,7 +18,12 @@ from pipeline.errors import Interrupted, innermost_cause
 from pipeline.runners.cluster import LOCAL_RUNNERS
 
 if TYPE_CHECKING:
+    from pipeline.provenance.summary import RunSummary
     from pipeline.runners.beam_args import BeamOptions
+
+# The run completed but its model was not blessed, so nothing was pushed (errors exit 1,
+# bad input 2): a script can tell "no new model" from "broken".
+NOT_BLESSED_EXIT = 3
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -35,16 +40,23 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
              "password in $TURBOTFX_METADATA_PASSWORD (default: SQLite in the workspace)")
     cli_args.add_no_cache(run, "re-execute every component")
     cli_args.add_verbose(run, "show TF, Beam and TFX logs")
+    run.add_argument("--json", action="store_true",
+                     help="print the run's summary as one JSON document on stdout (progress goes to stderr)")
+    run.add_argument("--allow-unblessed", action="store_true",
+                     help=f"exit 0 when the model is not blessed (default: exit {NOT_BLESSED_EXIT})")
     run.set_defaults(handler=handle)
 
 
 def handle(args: argparse.Namespace) -> int:
     return run_pipeline(cli_args.config_from_args(args), verbose=args.verbose,
-                        beam=cli_args.beam_options_from_args(args))
+                        beam=cli_args.beam_options_from_args(args), json_output=args.json,
+                        allow_unblessed=args.allow_unblessed)
 
 
-def run_pipeline(config: PipelineConfig, verbose: bool = False, beam: BeamOptions | None = None) -> int:
-    """Runs everything; returns the process exit code (0 only when the run completed)."""
+def run_pipeline(config: PipelineConfig, verbose: bool = False, beam: BeamOptions | None = None,
+                 json_output: bool = False, allow_unblessed: bool = False) -> int:
+    """Runs everything; returns the process exit code: 0 when the run completed (and blessed
+    its model, unless allow_unblessed), NOT_BLESSED_EXIT when it completed without blessing."""
     from pipeline.store import backup, connection
 
     config_lib.ensure_writable_home(config)
@@ -55,16 +67,16 @@ def run_pipeline(config: PipelineConfig, verbose: bool = False, beam: BeamOption
     with connection.exclusive_run(config.metadata_store_url):
         # Fail before any work when the store cannot be reached or its SQLite file is damaged.
         connection.check_store(config.metadata_store_url)
-        code = _run(config, verbose, beam)
-        if code == 0:  # a SQLite store's copy to restore should it be damaged later
+        code = _run(config, verbose, beam, json_output)
+        if code in (0, NOT_BLESSED_EXIT):  # a SQLite store's copy to restore should it be damaged later
             try:
                 backup.keep_last_good_copy(config.metadata_store_url)
             except backup.LastGoodCopyError as err:  # the run itself completed
                 print(f"turbotfx: warning: {err}", file=sys.stderr)
-        return code
+        return 0 if code == NOT_BLESSED_EXIT and allow_unblessed else code
 
 
-def _run(config: PipelineConfig, verbose: bool, beam: BeamOptions | None) -> int:
+def _run(config: PipelineConfig, verbose: bool, beam: BeamOptions | None, json_output: bool = False) -> int:
     from pipeline import data
     from pipeline.cli import console as console_lib
     from pipeline.provenance import run_state
@@ -74,7 +86,7 @@ def _run(config: PipelineConfig, verbose: bool, beam: BeamOptions | None) -> int
     # Chosen here, not by TFX, to mark the run if it is interrupted; TFX's form, the local start time.
     run_id = datetime.datetime.now().isoformat()
     started = time.perf_counter()
-    with console_lib.session(config.log_path, verbose) as console:
+    with console_lib.session(config.log_path, verbose, user_fd=2 if json_output else 1) as console:
         # Imported inside the session: TF, Beam and Google client libraries warn on import.
         from pipeline.runners import local
 
@@ -102,23 +114,35 @@ def _run(config: PipelineConfig, verbose: bool, beam: BeamOptions | None) -> int
             failure = err
         run_state.finish(store, run_id)
         summary = _latest_summary(config)
-        if summary:
+        if summary and not json_output:
             console.line(summary.format())
-        console.line(f"wall time {time.perf_counter() - started:.1f}s")
+        wall_s = time.perf_counter() - started
+        console.line(f"wall time {wall_s:.1f}s")
+        error = None
         if failure is not None:
             failed = summary.failed_component() if summary else None
+            error = f"{failed or console.current or 'a component'} failed: {_cause(failure)}"
             console.line("")
-            console.line(f"turbotfx: error: {failed or console.current or 'a component'} failed: "
-                         f"{_cause(failure)}")
+            console.line(f"turbotfx: error: {error}")
             console.line(f"  details: {config.log_path}")
-            return 1
+    if json_output:
+        _print_json(summary, wall_s, error)
+    if error is not None:
+        return 1
     if summary and summary.blessed is False:
-        print(
-            "turbotfx: the model was not blessed, so nothing was pushed; see the evaluation "
-            "above (thresholds: --min-accuracy, --max-accuracy-drop)",
-            file=sys.stderr,
-        )
+        reasons = summary.verdict.reasons(summary.blessing_value)
+        print(f"turbotfx: not blessed, so nothing was pushed: {'; '.join(reasons) or 'see the evaluation above'}"
+              f" (exit {NOT_BLESSED_EXIT}; --allow-unblessed exits 0)", file=sys.stderr)
+        return NOT_BLESSED_EXIT
     return 0
+
+
+def _print_json(summary: RunSummary | None, wall_s: float, error: str | None) -> None:
+    import json
+
+    document = summary.as_json() if summary else {}
+    document.update({"wall_s": round(wall_s, 1), "error": error})
+    print(json.dumps(document, indent=2, allow_nan=False))
 
 
 def _recover(config: PipelineConfig):

@@ -109,18 +109,17 @@ class Dataset:
         return self.path.read_text()
 
     def feature_contract(self) -> str:
-        """A hash of what the model's signatures take and answer: the label, task, classes and
-        positive class, each model feature's role, and the curated schema's type of each. Two
-        models with the same contract can score each other's rows (the Evaluator's baseline)."""
+        """A hash of what the model's signatures take and answer: every column of the curated
+        schema with its type (the rows), and the label, task, classes and positive class (the
+        answers). Two models with the same contract can score each other's eval rows (the
+        Evaluator's baseline), whichever columns each uses as features."""
         from google.protobuf import text_format
         from tensorflow_metadata.proto.v0 import schema_pb2
 
         schema = text_format.Parse(self.schema.read_text(), schema_pb2.Schema())
-        types = {feature.name: schema_pb2.FeatureType.Name(feature.type) for feature in schema.feature}
         contract = {
-            "label": [self.label, types.get(self.label)], "task": self.task, "classes": self.num_classes,
-            "positive": self.positive,
-            "features": sorted([f.name, f.role, types.get(f.name)] for f in self.model_features),
+            "columns": sorted([f.name, schema_pb2.FeatureType.Name(f.type)] for f in schema.feature),
+            "label": self.label, "task": self.task, "classes": self.num_classes, "positive": self.positive,
         }
         return hashlib.sha256(json.dumps(contract, sort_keys=True).encode()).hexdigest()[:16]
 

@@ -28,6 +28,7 @@ from pipeline.provenance.lineage import (
     prefixed_properties,
 )
 from pipeline.provenance.run_state import UNFINISHED_STATES
+from pipeline.provenance.verdict import Verdict
 from serving.contract import LATENCY_BATCH_SIZES, latency_key
 
 
@@ -58,6 +59,24 @@ class RunSummary:
     pushed_path: str | None = None
     # The model (serving directory; a dataset's name unless --model-name) the run was for.
     model_name: str | None = None
+    verdict: Verdict = dataclasses.field(default_factory=Verdict)  # why blessed or not; yardsticks
+
+    @property
+    def blessing_value(self) -> float | None:
+        return self.metrics.get(self.blessing_metric) if self.blessing_metric else None
+
+    def as_json(self) -> dict[str, Any]:
+        """The whole summary for scripts and CI (`turbotfx run --json`)."""
+        return {
+            **self.as_row(),
+            "components": [dataclasses.asdict(c) for c in self.components],
+            "metrics": self.metrics,
+            "metric_changes": self.metric_changes,
+            "slice_metrics": self.slice_metrics,
+            "verdict": self.verdict.as_dict(self.blessing_value, self.blessed),
+            "serving_check": self.serving_check,
+            "pushed_path": self.pushed_path,
+        }
 
     def failed_component(self) -> str | None:
         return next((c.node_id for c in self.components if c.state == "FAILED"), None)
@@ -94,10 +113,16 @@ class RunSummary:
         if per_slice:
             lines.append(f"  per slice ({metric}):")
             lines += [f"    {name:<30} {value:.4f}" for name, value in per_slice]
+        if self.blessed is not None:
+            lines += self.verdict.yardstick_lines(self.blessing_value, self.metric_changes.get(metric or ""))
         if self.blessed is None:
             lines.append("blessed: not evaluated")
+        elif self.blessed:
+            lines.append("blessed: yes")
         else:
-            lines.append(f"blessed: {'yes' if self.blessed else 'no'}")
+            reasons = self.verdict.reasons(self.blessing_value)
+            lines.append("blessed: no" + (f" — {reasons[0]}" if reasons else ""))
+            lines += [f"         and {reason}" for reason in reasons[1:]]
         if self.serving_check:
             lines.append(f"serving check: {_serving_check_line(self.serving_check)}")
         if self.pushed_path:
@@ -171,17 +196,20 @@ def _read_output(summary: RunSummary, type_name: str, artifact: mlmd_pb.Artifact
     properties = artifact.custom_properties
     if type_name == "Model":
         summary.model_id = artifact.id
+        summary.verdict.read_model(artifact)
         if summary.model_name is None and trainer_keys.MODEL_NAME_KEY in properties:
             summary.model_name = properties[trainer_keys.MODEL_NAME_KEY].string_value
     elif type_name == "ModelEvaluation":
         summary.metrics = prefixed_properties(artifact, evaluator_keys.METRIC_PREFIX)
         summary.metric_changes = prefixed_properties(artifact, evaluator_keys.DIFF_PREFIX)
+        summary.verdict.read_evaluation(artifact)
         if evaluator_keys.BLESSING_METRIC in properties:
             summary.blessing_metric = properties[evaluator_keys.BLESSING_METRIC].string_value
         if evaluator_keys.SLICE_METRICS in properties:
             summary.slice_metrics = json.loads(properties[evaluator_keys.SLICE_METRICS].string_value)
     elif type_name == "ModelBlessing":
         summary.blessed = bool(properties[evaluator_keys.BLESSED].int_value)
+        summary.verdict.read_blessing(artifact)
     elif type_name == "InfraBlessing":
         summary.serving_check = {
             "passed": bool(properties[check_keys.BLESSED].int_value),
