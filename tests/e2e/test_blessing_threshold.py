@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from pipeline import datasets
+from pipeline.cli.run import NOT_BLESSED_EXIT
 from tests.conftest import CliResult, turbotfx
 
 pytestmark = pytest.mark.e2e
@@ -60,7 +61,8 @@ def test_only_the_drop_against_the_baseline_blocks_the_push(first_run_copy: CliR
     candidate_args = ("run", "--dataset", str(dataset_file), "--epochs", "20",
                       "--min-accuracy", str(MIN_ACCURACY))
     blocked = turbotfx(*candidate_args, "--max-accuracy-drop", str(MAX_DROP), home=home)
-    assert blocked.exit_code == 0, blocked.output  # the run completed; not blessing is its verdict
+    # The run completed; not blessing is its verdict, with its own exit code.
+    assert blocked.exit_code == NOT_BLESSED_EXIT, blocked.output
     candidate = _new_run(home, known=[baseline])
     assert candidate["metric"] == METRIC
     evaluation = _lineage(home, candidate["model_id"])["evaluation"]
@@ -78,6 +80,10 @@ def test_only_the_drop_against_the_baseline_blocks_the_push(first_run_copy: CliR
     assert (candidate["blessed"], candidate["pushed_version"]) == (False, None), candidate
     assert evaluation["blessed"] is False
     assert "blessed: no" in blocked.output and "nothing was pushed" in blocked.output
+    # The reason names the bound that failed, both numbers and its flag.
+    drop = baseline["metric_value"] - candidate["metric_value"]
+    assert (f"accuracy dropped {drop:.4f} > {MAX_DROP:.4f} against model {baseline['model_id']} "
+            "(--max-metric-drop)") in blocked.output, blocked.output
     assert _serving_state(config) == serving_before
 
     # The control: the same candidate (the Trainer is cached) with the drop allowed is blessed

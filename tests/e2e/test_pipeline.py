@@ -10,6 +10,7 @@ import pytest
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
+from pipeline.cli.run import NOT_BLESSED_EXIT
 from pipeline.provenance import summary as run_summary
 from pipeline.runners import local
 from serving import model_config, warmup
@@ -144,8 +145,16 @@ def test_impossible_threshold_pushes_nothing_and_says_so(first_run_copy):
     # A barely trained model (one epoch at a negligible learning rate) cannot reach 99%.
     result = turbotfx("run", "--epochs", "1", "--learning-rate", "1e-6", "--min-accuracy", "0.99",
                       home=first_run_copy.home)
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == NOT_BLESSED_EXIT, result.output
     assert "blessed: no" in result.output
+    # Which bound failed, with the model's value (as `runs` recorded it) and the flag.
+    [run] = [r for r in json.loads(turbotfx("runs", "--format", "json", home=first_run_copy.home).stdout)
+             if r["blessed"] is False]
+    assert f"accuracy {run['metric_value']:.4f} < bound 0.9900 (--blessing-threshold)" in result.output
+    # --allow-unblessed: the same verdict, exit 0 for those who want it.
+    allowed = turbotfx("run", "--epochs", "1", "--learning-rate", "1e-6", "--min-accuracy", "0.99",
+                       "--allow-unblessed", home=first_run_copy.home)
+    assert allowed.exit_code == 0 and "blessed: no" in allowed.output, allowed.output
     assert "nothing was pushed" in result.output
     assert _versions(config) == before
 
