@@ -18,7 +18,7 @@ from tfx.components.trainer import executor as trainer_executor
 from tfx.types import artifact_utils
 from tfx.utils import io_utils
 
-from components.reporting_trainer.keys import EPOCHS_KEY, TRAINING_PREFIX
+from components.reporting_trainer.keys import EPOCHS_KEY, TRAINING_PREFIX, json_property
 from trainer_module.train import REPORT_FILE
 
 
@@ -69,4 +69,4 @@ def record_report(model: types.Artifact, report: dict[str, Any]) -> None:
         elif isinstance(value, str):
             model.set_string_custom_property(name, value)
         else:
-            model.set_string_custom_property(name, json.dumps(value))
+            model.set_string_custom_property(name, json_property(value))
