@@ -114,3 +114,13 @@ def test_a_confusion_matrix_of_many_classes_folds_the_rarest_into_other():
     assert matrix["counts"][10] == other
     assert [row[10] for row in matrix["counts"][:10]] == [0] * 10
     assert sum(map(sum, matrix["counts"])) == sum(k + 1 for k in range(12))
+
+
+def test_per_class_changes_against_a_baseline_whose_class_ids_name_other_labels_are_left_out():
+    diff = {"sparse_categorical_accuracy": 0.01, "precision[a]": 0.2, "recall[b c]": -0.1}
+    assert reporting_evaluator.comparable_changes(diff, ["c", "a", "b c"], ["c", "a", "b c"]) == diff
+    # 'a' was the most frequent label when the baseline trained: id 0 named another class.
+    assert reporting_evaluator.comparable_changes(diff, ["c", "a", "b c"], ["a", "c", "b c"]) == {
+        "sparse_categorical_accuracy": 0.01}
+    # A baseline trained before models recorded their names: nothing to tell, kept.
+    assert reporting_evaluator.comparable_changes(diff, ["c", "a", "b c"], None) == diff

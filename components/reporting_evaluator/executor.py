@@ -60,10 +60,8 @@ class Executor(evaluator_executor.Executor):
         names = class_names(input_dict["model"][0]) if input_dict.get("model") else None
         metrics = read_metrics(evaluation.uri, names)
         baselines = input_dict.get("baseline_model") or []
-        if baselines and names is not None and class_names(baselines[0]) not in (None, names):
-            # TFMA pairs classes by id, and the baseline's ids name other labels (its label
-            # frequencies differed): a per-class change would compare two different classes.
-            metrics.diff = {name: value for name, value in metrics.diff.items() if "[" not in name}
+        if baselines:
+            metrics.diff = comparable_changes(metrics.diff, names, class_names(baselines[0]))
         record_metrics(evaluation, metrics, blessing_metric_name(exec_properties["eval_config"], names))
 
 
@@ -74,6 +72,16 @@ def class_names(model: types.Artifact) -> list[str] | None:
     if not model.has_custom_property(name):
         return None
     return from_json_property(model.get_string_custom_property(name)) or None
+
+
+def comparable_changes(diff: dict[str, float], names: list[str] | None,
+                       baseline_names: list[str] | None) -> dict[str, float]:
+    """The changes against the baseline that compare like with like. TFMA pairs classes by
+    id: where the baseline's ids name other labels (its label frequencies differed), a
+    per-class change would compare two different classes, and is left out."""
+    if names is None or baseline_names is None or names == baseline_names:
+        return diff
+    return {name: value for name, value in diff.items() if "[" not in name}
 
 
 def blessing_metric_name(eval_config_json: str, names: list[str] | None = None) -> str | None:
