@@ -307,6 +307,11 @@ def eval_config(config: PipelineConfig) -> tfma.EvalConfig:
             metric.per_slice_thresholds.append(tfma.PerSliceMetricThreshold(
                 slicing_specs=[tfma.SlicingSpec()], threshold=blessing_threshold(config)))
         (per_class if name in BINARIZED_METRICS else metrics).append(metric)
+    if spec.task != features.REGRESSION:
+        # Counts of (true, predicted) class pairs per slice: the confusion matrix the summary
+        # shows, and what tells why a per-class metric is undefined (a class never predicted,
+        # a slice with no positive rows).
+        metrics.append(tfma.MetricConfig(class_name="MultiClassConfusionMatrixPlot"))
     metrics_specs = [tfma.MetricsSpec(metrics=metrics)]
     if spec.task == features.MULTICLASS:
         per_class += [tfma.MetricConfig(class_name="Precision"), tfma.MetricConfig(class_name="Recall")]

@@ -26,6 +26,7 @@ from pipeline.errors import ConfigError
 from serving.contract import (
     EXAMPLES_INPUT,
     OUTPUT_CLASS_ID,
+    OUTPUT_CLASSES,
     OUTPUT_LABEL,
     OUTPUT_PREDICTION,
     OUTPUT_PROBABILITIES,
@@ -45,13 +46,21 @@ class ServingClientError(ConfigError):
 
 @dataclasses.dataclass(frozen=True)
 class Prediction:
-    """A classifier's label (as in the data), class id and probabilities; a regression
-    model's value."""
+    """A classifier's label (as in the data), class id and probabilities, and the label
+    value of each probability (`classes`; None from a model exported before it said); a
+    regression model's value."""
 
     label: str | None = None
     class_id: int | None = None
     probabilities: list[float] | None = None
     value: float | None = None
+    classes: list[str] | None = None
+
+    def by_class(self) -> dict[str, float] | None:
+        """{label value: probability}; None where the model does not name its classes."""
+        if self.classes is None or self.probabilities is None:
+            return None
+        return dict(zip(self.classes, self.probabilities))
 
 
 class RowError(ServingClientError):
@@ -245,8 +254,9 @@ def predict_in_process(model_dir: Path, schema: RowSchema,
     outputs = signature(**{EXAMPLES_INPUT: tf.constant([schema.to_example(row) for row in rows])})
     if OUTPUT_PREDICTION in outputs:
         return _values(outputs[OUTPUT_PREDICTION].numpy().tolist())
+    classes = outputs[OUTPUT_CLASSES].numpy().tolist() if OUTPUT_CLASSES in outputs else None
     return _predictions(outputs[OUTPUT_LABEL].numpy().tolist(), outputs[OUTPUT_CLASS_ID].numpy().tolist(),
-                        outputs[OUTPUT_PROBABILITIES].numpy().tolist())
+                        outputs[OUTPUT_PROBABILITIES].numpy().tolist(), classes)
 
 
 def _missing(value: Any) -> bool:
@@ -427,8 +437,12 @@ class ServingClient:
         width = len(outputs[OUTPUT_PROBABILITIES].float_val) // max(len(rows), 1)
         values = list(outputs[OUTPUT_PROBABILITIES].float_val)
         probabilities = [values[i * width:(i + 1) * width] for i in range(len(rows))]
+        classes = None
+        if OUTPUT_CLASSES in outputs:
+            names = list(outputs[OUTPUT_CLASSES].string_val)
+            classes = [names[i * width:(i + 1) * width] for i in range(len(rows))]
         return _predictions(list(outputs[OUTPUT_LABEL].string_val), list(outputs[OUTPUT_CLASS_ID].int64_val),
-                            probabilities)
+                            probabilities, classes)
 
     def _grpc_status(self) -> list[dict[str, Any]]:
         from tensorflow_serving.apis import get_model_status_pb2
@@ -489,8 +503,9 @@ class ServingClient:
         predictions = self._rest("POST", self._rest_path(":predict"), body)["predictions"]
         if predictions and not isinstance(predictions[0], Mapping):
             return _values(predictions)  # one output: TF Serving's row format gives the bare value
+        classes = [p[OUTPUT_CLASSES] for p in predictions] if OUTPUT_CLASSES in predictions[0] else None
         return _predictions([p[OUTPUT_LABEL] for p in predictions], [p[OUTPUT_CLASS_ID] for p in predictions],
-                            [p[OUTPUT_PROBABILITIES] for p in predictions])
+                            [p[OUTPUT_PROBABILITIES] for p in predictions], classes)
 
 
 class _Unavailable(Exception):
@@ -501,7 +516,13 @@ def _values(values: list) -> list[Prediction]:
     return [Prediction(value=float(value)) for value in values]
 
 
-def _predictions(labels: list, class_ids: list, probabilities: list) -> list[Prediction]:
-    return [Prediction(label.decode() if isinstance(label, bytes) else label, int(class_id),
-                       [float(p) for p in row])
-            for label, class_id, row in zip(labels, class_ids, probabilities)]
+def _predictions(labels: list, class_ids: list, probabilities: list,
+                 classes: list | None = None) -> list[Prediction]:
+    """classes: each row's label values (the `classes` output), None from an older model."""
+    return [Prediction(_text(label), int(class_id), [float(p) for p in row],
+                       classes=None if classes is None else [_text(name) for name in classes[number]])
+            for number, (label, class_id, row) in enumerate(zip(labels, class_ids, probabilities))]
+
+
+def _text(value: str | bytes) -> str:
+    return value.decode() if isinstance(value, bytes) else value

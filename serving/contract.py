@@ -19,6 +19,7 @@ EXAMPLES_INPUT = "examples"
 OUTPUT_PROBABILITIES = "probabilities"
 OUTPUT_CLASS_ID = "class_id"
 OUTPUT_LABEL = "label"
+OUTPUT_CLASSES = "classes"  # every label value, in the order of the probabilities
 OUTPUT_PREDICTION = "prediction"  # a regression model's one output
 
 # The serving check times batches of these sizes and reports each as p50/p99 milliseconds.

@@ -27,8 +27,16 @@ def test_the_serving_contract_names_what_trainer_module_exports():
     # trainer_module keeps its own spelling (its source is in the cache key): the two must agree.
     assert contract.SIGNATURES == (signatures.SERVING_DEFAULT, signatures.SERVING_RAW, signatures.TRANSFORM_FEATURES)
     assert contract.EXAMPLES_INPUT == signatures.EXAMPLES_INPUT
-    assert (contract.OUTPUT_PROBABILITIES, contract.OUTPUT_CLASS_ID, contract.OUTPUT_LABEL) == (
-        signatures.OUTPUT_PROBABILITIES, signatures.OUTPUT_CLASS_ID, signatures.OUTPUT_LABEL)
+    assert (contract.OUTPUT_PROBABILITIES, contract.OUTPUT_CLASS_ID, contract.OUTPUT_LABEL,
+            contract.OUTPUT_CLASSES) == (signatures.OUTPUT_PROBABILITIES, signatures.OUTPUT_CLASS_ID,
+                                         signatures.OUTPUT_LABEL, signatures.OUTPUT_CLASSES)
+
+
+def test_the_training_report_entry_of_the_class_names_is_the_one_recorded():
+    from components.reporting_trainer import keys as trainer_keys
+    from trainer_module import train
+
+    assert train.CLASS_NAMES_ENTRY == trainer_keys.CLASS_NAMES_KEY
 
 
 def test_latency_keys_name_each_percentile_and_batch_size():
@@ -39,7 +47,8 @@ def test_property_prefixes_do_not_overlap():
     # The run summary and lineage read each family by its prefix: one must not swallow another.
     prefixes = [evaluator_keys.METRIC_PREFIX, evaluator_keys.DIFF_PREFIX]
     assert not [a for a in prefixes for b in prefixes if a != b and a.startswith(b)]
-    assert not evaluator_keys.SLICE_METRICS.startswith(tuple(prefixes))
+    for name in (evaluator_keys.SLICE_METRICS, evaluator_keys.UNDEFINED_METRICS, evaluator_keys.CONFUSION_MATRIX):
+        assert not name.startswith(tuple(prefixes)), name
 
 
 def test_regression_output_name_agrees():

@@ -18,12 +18,15 @@ from components.reporting_trainer import keys as trainer_keys
 from pipeline import pipeline as pipeline_lib
 from pipeline.config import PipelineConfig
 from pipeline.provenance import summary
+from pipeline.store.connection import open_store
+from pipeline.store.url import sqlite_url
 from tests.test_run_summary import Store
 
 
 def _run(tmp_path, metric: str, value: float, *, trivial: float | None, bound, failures, diff=None,
          baseline_model_id: int = 0, train: float | None = None) -> summary.RunSummary:
-    store = Store(tmp_path / "metadata.sqlite")
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    store = Store(open_store(sqlite_url(tmp_path / "metadata.sqlite")))
     run = store.run("run-1")
     model = standard_artifacts.Model()
     model.uri = "/model/1"

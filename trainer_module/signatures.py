@@ -20,6 +20,9 @@ EXAMPLES_INPUT = "examples"
 OUTPUT_PROBABILITIES = "probabilities"
 OUTPUT_CLASS_ID = "class_id"
 OUTPUT_LABEL = "label"
+# Every class's label value, in the order of `probabilities`: [batch, classes]. A client of
+# TF Serving (gRPC or REST) has no other way to the names; TF's Classify API does the same.
+OUTPUT_CLASSES = "classes"
 OUTPUT_PREDICTION = "prediction"
 
 
@@ -43,12 +46,7 @@ class ServingModule(tf.Module):
         self._serving_spec = {k: v for k, v in self._raw_spec.items() if k in spec.feature_keys}
         self._label_names = None
         if spec.is_classification:
-            label_vocab = tf_transform_output.vocabulary_by_name(features.vocabulary_name(spec.label_key))
-            if spec.task == features.BINARY and spec.positive is not None:
-                # Class id 1 is the positive class (see preprocessing.py), whatever its frequency.
-                positive = spec.positive.encode()
-                label_vocab = [v for v in label_vocab if v != positive] + [positive]
-            self._label_names = tf.constant(label_vocab, dtype=tf.string)
+            self._label_names = tf.constant(label_names(tf_transform_output, spec), dtype=tf.string)
 
         examples_spec = tf.TensorSpec([None], tf.string, name=EXAMPLES_INPUT)
         self.serve_examples = tf.function(self._serve_examples, input_signature=[examples_spec])
@@ -115,7 +113,19 @@ class ServingModule(tf.Module):
             OUTPUT_PROBABILITIES: output,
             OUTPUT_CLASS_ID: class_id,
             OUTPUT_LABEL: tf.gather(self._label_names, class_id),
+            OUTPUT_CLASSES: tf.tile(self._label_names[tf.newaxis, :], [tf.shape(output)[0], 1]),
         }
+
+
+def label_names(tf_transform_output: tft.TFTransformOutput, spec: FeatureSpec) -> list[bytes]:
+    """A classifier's label values in class id order: the label vocabulary (by frequency),
+    or, for a binary label with a named positive class, the other value then the positive."""
+    label_vocab = tf_transform_output.vocabulary_by_name(features.vocabulary_name(spec.label_key))
+    if spec.task == features.BINARY and spec.positive is not None:
+        # Class id 1 is the positive class (see preprocessing.py), whatever its frequency.
+        positive = spec.positive.encode()
+        label_vocab = [v for v in label_vocab if v != positive] + [positive]
+    return label_vocab
 
 
 def _sparse_column(values: tf.Tensor, present: tf.Tensor) -> tf.SparseTensor:

@@ -208,6 +208,7 @@ def run_fn(fn_args: FnArgs) -> None:
                 "effective_learning_rate": learning_rate,
                 "task": spec.task,
                 "num_classes": num_classes,
+                CLASS_NAMES_ENTRY: class_names(tf_transform_output, spec),
                 **label_scale,
                 **results,
                 "tf_version": tf.__version__,
@@ -242,6 +243,18 @@ def vocabulary_sizes(
     if not spec.is_classification:
         return sizes, 1
     return sizes, tf_transform_output.vocabulary_size_by_name(features.vocabulary_name(spec.label_key))
+
+
+# The report entry of class_names (components/reporting_trainer/keys.py CLASS_NAMES_KEY).
+CLASS_NAMES_ENTRY = "class_names"
+
+
+def class_names(tf_transform_output: tft.TFTransformOutput, spec: FeatureSpec) -> list[str]:
+    """The label values in class id order, as the serving signature names them; [] for
+    regression. The Evaluator names per-class metrics by them."""
+    if not spec.is_classification:
+        return []
+    return [name.decode("utf-8", errors="replace") for name in signatures.label_names(tf_transform_output, spec)]
 
 
 def label_statistics(train_ds: tf.data.Dataset) -> dict[str, float]:

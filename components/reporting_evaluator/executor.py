@@ -8,7 +8,6 @@ alone: lineage, run listings and the run summary need no file reads and no TFMA 
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from typing import Any
 
@@ -22,6 +21,8 @@ from components.reporting_evaluator.keys import (
     BLESSING_METRIC,
     BOUND_FROM_THRESHOLD,
     BOUND_FROM_TRIVIAL,
+    CONFUSION_MATRIX,
+    CONFUSION_MATRIX_CLASSES,
     DIFF_PREFIX,
     LOWER_IS_BETTER_CLASSES,
     METRIC_CLASS_NAMES,
@@ -31,14 +32,28 @@ from components.reporting_evaluator.keys import (
     THRESHOLD_KEY,
     TRIVIAL_METRIC,
     TRIVIAL_PREDICTION,
+    UNDEFINED_METRICS,
     VALIDATION_FAILURES,
     VALUE_BOUND,
     VALUE_BOUND_SOURCE,
+    class_key,
 )
 from components.reporting_trainer import keys as trainer_keys
+from components.reporting_trainer.keys import (
+    CLASS_NAMES_KEY,
+    TRAINING_PREFIX,
+    from_json_property,
+    json_property,
+)
 
 # TFMA names the models only when there is a baseline to compare with.
 CANDIDATE_NAMES = ("", "candidate")
+CONFUSION_PLOT_NAME = "multi_class_confusion_matrix_plot"
+# Why a metric has no value (the run summary prints "n/a (<reason>)").
+NEVER_PREDICTED = "never predicted"
+NO_POSITIVE_ROWS = "no positive rows"
+NO_NEGATIVE_ROWS = "no negative rows"
+UNDEFINED = "undefined"
 
 
 class Executor(evaluator_executor.Executor):
@@ -53,8 +68,13 @@ class Executor(evaluator_executor.Executor):
         exec_properties, bound = with_trivial_floor(exec_properties, trivial)
         super().Do(input_dict, output_dict, exec_properties)
         evaluation = artifact_utils.get_single_instance(output_dict["evaluation"])
-        record_metrics(evaluation, read_metrics(evaluation.uri), blessing_metric_name(exec_properties["eval_config"]))
-        record_verdict(evaluation, trivial, bound)
+        names = class_names(input_dict["model"][0]) if input_dict.get("model") else None
+        metrics = read_metrics(evaluation.uri, names)
+        baselines = input_dict.get("baseline_model") or []
+        if baselines:
+            metrics.diff = comparable_changes(metrics.diff, names, class_names(baselines[0]))
+        record_metrics(evaluation, metrics, blessing_metric_name(exec_properties["eval_config"], names))
+        record_verdict(evaluation, trivial, bound, validation_failures(evaluation.uri))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,29 +149,48 @@ def validation_failures(evaluation_uri: str) -> list[dict[str, Any]]:
     return failures
 
 
-def record_verdict(evaluation: types.Artifact, trivial: Trivial | None, bound: Bound | None) -> None:
+def record_verdict(evaluation: types.Artifact, trivial: Trivial | None, bound: Bound | None,
+                   failures: list[dict[str, Any]]) -> None:
     if trivial is not None:
         evaluation.set_float_custom_property(TRIVIAL_METRIC, trivial.value)
         evaluation.set_string_custom_property(TRIVIAL_PREDICTION, trivial.prediction)
     if bound is not None:
         evaluation.set_float_custom_property(VALUE_BOUND, bound.value)
         evaluation.set_string_custom_property(VALUE_BOUND_SOURCE, bound.source)
-    failures = [f for f in validation_failures(evaluation.uri)
-                if all(math.isfinite(f[key]) for key in ("value", "bound"))]
-    evaluation.set_string_custom_property(VALIDATION_FAILURES, json.dumps(failures))
+    failures = [f for f in failures if all(math.isfinite(f[key]) for key in ("value", "bound"))]
+    evaluation.set_string_custom_property(VALIDATION_FAILURES, json_property(failures))
 
 
-def blessing_metric_name(eval_config_json: str) -> str | None:
-    """The recorded name of the metric that carries thresholds, e.g. 'auc[classId:1]'."""
+def class_names(model: types.Artifact) -> list[str] | None:
+    """The model's label values in class id order, from its training report; None for a
+    model trained before the report named them."""
+    name = TRAINING_PREFIX + CLASS_NAMES_KEY
+    if not model.has_custom_property(name):
+        return None
+    return from_json_property(model.get_string_custom_property(name)) or None
+
+
+def comparable_changes(diff: dict[str, float], names: list[str] | None,
+                       baseline_names: list[str] | None) -> dict[str, float]:
+    """The changes against the baseline that compare like with like. TFMA pairs classes by
+    id: where the baseline's ids name other labels (its label frequencies differed), a
+    per-class change would compare two different classes, and is left out."""
+    if names is None or baseline_names is None or names == baseline_names:
+        return diff
+    return {name: value for name, value in diff.items() if "[" not in name}
+
+
+def blessing_metric_name(eval_config_json: str, names: list[str] | None = None) -> str | None:
+    """The recorded name of the metric that carries thresholds, e.g. 'auc[yes]'."""
     eval_config = tfma.EvalConfig()
     json_format.Parse(eval_config_json, eval_config)
-    names = {class_name: METRIC_NAMES[metric] for metric, class_name in METRIC_CLASS_NAMES.items()}
+    metric_names = {class_name: METRIC_NAMES[metric] for metric, class_name in METRIC_CLASS_NAMES.items()}
     for metrics_spec in eval_config.metrics_specs:
         class_ids = list(metrics_spec.binarize.class_ids.values)
         for metric in metrics_spec.metrics:
-            if metric.per_slice_thresholds and metric.class_name in names:
-                suffix = f"[classId:{class_ids[0]}]" if len(class_ids) == 1 else ""
-                return names[metric.class_name] + suffix
+            if metric.per_slice_thresholds and metric.class_name in metric_names:
+                name = metric_names[metric.class_name]
+                return _class_metric_name(name, class_ids[0], names) if len(class_ids) == 1 else name
     return None
 
 
@@ -184,42 +223,136 @@ def with_runtime_threshold(exec_properties: dict[str, Any]) -> dict[str, Any]:
 
 @dataclasses.dataclass
 class Metrics:
-    """Scalar metrics keyed like `name` or `name[classId:1]`."""
+    """Scalar metrics keyed like `name` or `name[label]` (see keys.class_key)."""
 
     overall: dict[str, float] = dataclasses.field(default_factory=dict)  # the whole eval split
     diff: dict[str, float] = dataclasses.field(default_factory=dict)  # candidate minus baseline
     slices: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)  # "island=Dream": ...
+    # Metrics without a value, with the reason: {name: reason}, overall and per slice.
+    undefined: dict[str, str] = dataclasses.field(default_factory=dict)
+    slice_undefined: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
+    # The eval split's confusion matrix as recorded (keys.CONFUSION_MATRIX); None: not computed.
+    confusion: dict[str, Any] | None = None
 
 
-def read_metrics(evaluation_uri: str) -> Metrics:
-    """The candidate's scalar metrics from TFMA's output, overall, per slice and as changes."""
+# (true class id, predicted class id) -> rows, of one slice.
+Counts = dict[tuple[int, int], float]
+
+
+def read_metrics(evaluation_uri: str, names: list[str] | None = None) -> Metrics:
+    """The candidate's scalar metrics from TFMA's output, overall, per slice and as changes,
+    per-class ones named by the label values `names` (class id order; None: by class id).
+
+    A metric TFMA could not compute goes to `undefined` with the reason, told from the
+    slice's confusion counts; so does an AUC on rows of one class, which TFMA gives as 0.
+    """
+    counts = read_confusion_counts(evaluation_uri)
+    binary = names is not None and len(names) == 2
     metrics = Metrics()
     for metrics_for_slice in tfma.load_metrics(evaluation_uri):
-        slice_keys = metrics_for_slice.slice_key.single_slice_keys
-        slice_name = "/".join(f"{key.column}={_slice_value(key)}" for key in slice_keys)
+        slice_name = _slice_name(metrics_for_slice.slice_key)
         for key_and_value in metrics_for_slice.metric_keys_and_values:
             key, value = key_and_value.key, key_and_value.value
             if key.model_name not in CANDIDATE_NAMES:
                 continue  # the baseline's own values
             if not value.HasField("double_value"):
                 continue  # confusion matrices and other structured metrics
-            name = key.name + _sub_key_suffix(key.sub_key)
-            if slice_name:
-                if not key.is_diff:
-                    metrics.slices.setdefault(slice_name, {})[name] = value.double_value.value
-            elif key.is_diff:
-                metrics.diff[name] = value.double_value.value
+            class_id = key.sub_key.class_id.value if key.sub_key.HasField("class_id") else None
+            name = (_class_metric_name(key.name, class_id, names) if class_id is not None
+                    else key.name + _sub_key_suffix(key.sub_key))
+            number = value.double_value.value
+            if key.is_diff:
+                if not slice_name:
+                    metrics.diff[name] = number
+                continue
+            where = "slice" if slice_name else "eval split"
+            reason = undefined_reason(key.name, class_id, number, counts.get(slice_name), binary, where)
+            if reason:
+                (metrics.slice_undefined.setdefault(slice_name, {}) if slice_name else metrics.undefined)[
+                    name] = reason
+            elif slice_name:
+                metrics.slices.setdefault(slice_name, {})[name] = number
             else:
-                metrics.overall[name] = value.double_value.value
+                metrics.overall[name] = number
+    # A change of a metric without a value is no change.
+    metrics.diff = {name: value for name, value in metrics.diff.items() if name not in metrics.undefined}
+    if names is not None and "" in counts:
+        metrics.confusion = confusion_matrix(counts[""], names)
     return metrics
 
 
+def read_confusion_counts(evaluation_uri: str) -> dict[str, Counts]:
+    """The candidate's (true, predicted) class counts per slice ('' overall), from TFMA's
+    MultiClassConfusionMatrixPlot (top class, threshold 0: every row has a prediction)."""
+    counts: dict[str, Counts] = {}
+    for plots_for_slice in tfma.load_plots(evaluation_uri):
+        for key_and_value in plots_for_slice.plot_keys_and_values:
+            key, value = key_and_value.key, key_and_value.value
+            if key.name != CONFUSION_PLOT_NAME or key.model_name not in CANDIDATE_NAMES:
+                continue
+            matrices = value.multi_class_confusion_matrix_at_thresholds.matrices
+            if matrices:
+                counts[_slice_name(plots_for_slice.slice_key)] = {
+                    (entry.actual_class_id, entry.predicted_class_id): entry.num_weighted_examples
+                    for entry in matrices[0].entries}
+    return counts
+
+
+def undefined_reason(metric: str, class_id: int | None, value: float, counts: Counts | None, binary: bool,
+                     where: str = "eval split") -> str | None:
+    """Why a metric has no value on a slice (`where`: "eval split" or "slice"); None: it has one.
+
+    Per-class metrics are about one class against the rest: precision needs rows predicted
+    as the class, recall and calibration rows of it, AUC rows of it and of the rest.
+    """
+    if class_id is None or counts is None:
+        return None if math.isfinite(value) else UNDEFINED
+    rows = sum(n for (actual, _), n in counts.items() if actual == class_id)
+    predicted = sum(n for (_, guess), n in counts.items() if guess == class_id)
+    total = sum(counts.values())
+    absent = NO_POSITIVE_ROWS if binary else f"absent from the {where}"
+    if metric == METRIC_NAMES["auc"]:
+        if rows == 0:
+            return absent
+        if rows == total:
+            return NO_NEGATIVE_ROWS if binary else f"no other class in the {where}"
+    if math.isfinite(value):
+        return None
+    if metric == "precision" and predicted == 0:
+        return NEVER_PREDICTED
+    return absent if rows == 0 else UNDEFINED
+
+
+def confusion_matrix(counts: Counts, names: list[str], limit: int = CONFUSION_MATRIX_CLASSES) -> dict[str, Any]:
+    """The recorded matrix (keys.CONFUSION_MATRIX): the `limit` most frequent true labels,
+    every other class in one "other" row and column."""
+    rows = [sum(n for (actual, _), n in counts.items() if actual == class_id) for class_id in range(len(names))]
+    order = sorted(range(len(names)), key=lambda class_id: (-rows[class_id], class_id))
+    shown, left_out = order[:limit], order[limit:]
+    position = {class_id: index for index, class_id in enumerate(shown)}
+    # Anything else (a left-out class; TFMA's -1, no prediction, never at threshold 0) is other.
+    other = bool(left_out) or any(a not in position or p not in position for a, p in counts)
+    size = len(shown) + int(other)
+    matrix = [[0] * size for _ in range(size)]
+    for (actual, predicted), n in counts.items():
+        matrix[position.get(actual, len(shown))][position.get(predicted, len(shown))] += int(round(n))
+    return {"classes": [names[class_id] for class_id in shown], "counts": matrix, "left_out": len(left_out)}
+
+
+def _class_metric_name(metric: str, class_id: int, names: list[str] | None) -> str:
+    if names is not None and 0 <= class_id < len(names):
+        return class_key(metric, names[class_id])
+    return f"{metric}[classId:{class_id}]"  # TFMA's own name: the label values are unknown
+
+
 def _sub_key_suffix(sub_key) -> str:
-    if sub_key.HasField("class_id"):
-        return f"[classId:{sub_key.class_id.value}]"
     if sub_key.HasField("top_k"):
         return f"[topK:{sub_key.top_k.value}]"
     return ""
+
+
+def _slice_name(slice_key) -> str:
+    return "/".join(f"{key.column}={_slice_value(key)}" for key in slice_key.single_slice_keys)
 
 
 def _slice_value(key) -> str:
@@ -231,13 +364,24 @@ def _slice_value(key) -> str:
 def record_metrics(evaluation: types.Artifact, metrics: Metrics, blessing_metric: str | None = None) -> None:
     if blessing_metric:
         evaluation.set_string_custom_property(BLESSING_METRIC, blessing_metric)
-    # An undefined value (e.g. precision of a class never predicted) is left out: MySQL
-    # stores no NaN.
+    # An undefined value is recorded with its reason, never as a number: MySQL stores no
+    # NaN, and a made-up 0 would read as a real score.
+    undefined = {**{name: UNDEFINED for name, value in metrics.overall.items() if not math.isfinite(value)},
+                 **metrics.undefined}
     for prefix, values in ((METRIC_PREFIX, metrics.overall), (DIFF_PREFIX, metrics.diff)):
         for name, value in values.items():
             if math.isfinite(value):
                 evaluation.set_float_custom_property(prefix + name, value)
     slices = {slice_name: {name: value for name, value in values.items() if math.isfinite(value)}
               for slice_name, values in sorted(metrics.slices.items())}
+    slice_undefined = {slice_name: {**{name: UNDEFINED for name, value in metrics.slices.get(slice_name, {}).items()
+                                       if not math.isfinite(value)}, **metrics.slice_undefined.get(slice_name, {})}
+                       for slice_name in sorted({*metrics.slices, *metrics.slice_undefined})}
+    slice_undefined = {slice_name: reasons for slice_name, reasons in slice_undefined.items() if reasons}
     if slices:
-        evaluation.set_string_custom_property(SLICE_METRICS, json.dumps(slices, sort_keys=True))
+        evaluation.set_string_custom_property(SLICE_METRICS, json_property(slices))
+    if undefined or slice_undefined:
+        evaluation.set_string_custom_property(UNDEFINED_METRICS, json_property(
+            {"overall": undefined, "slices": slice_undefined}))
+    if metrics.confusion is not None:
+        evaluation.set_string_custom_property(CONFUSION_MATRIX, json_property(metrics.confusion))

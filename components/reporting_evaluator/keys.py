@@ -4,20 +4,35 @@ reads these."""
 
 from __future__ import annotations
 
+import re
+
 # Custom properties of the ModelEvaluation artifact: metric_<name> holds the candidate's
 # value on the whole eval split, diff_<name> its change against the baseline model, and
-# slice_metrics a JSON object {"feature=value": {name: value}} per slice.
+# slice_metrics a JSON object {"feature=value": {name: value}} per slice. A per-class
+# metric's name ends with the class's label value: "precision[Chinstrap]" (see class_key);
+# evaluations recorded before class names were known say "precision[classId:1]".
 METRIC_PREFIX = "metric_"
 DIFF_PREFIX = "diff_"
 SLICE_METRICS = "slice_metrics"
-# The metric the blessing thresholds sit on, as recorded (e.g. "auc[classId:1]").
+# Metrics TFMA could not compute, with the reason, as JSON {"overall": {name: reason},
+# "slices": {"feature=value": {name: reason}}}: a float property cannot say why (and MySQL
+# stores no NaN). E.g. {"overall": {"precision[3]": "never predicted"}}.
+UNDEFINED_METRICS = "undefined_metrics"
+# The eval split's confusion matrix with class names, as JSON {"classes": [label, ...],
+# "counts": [[n, ...], ...], "left_out": k}: rows are true labels, columns predictions, in
+# the order of "classes" (the most frequent true labels first, at most
+# CONFUSION_MATRIX_CLASSES); when k classes are left out, one more row and column ("other")
+# count them, so the counts always sum to the eval split's rows.
+CONFUSION_MATRIX = "confusion_matrix"
+CONFUSION_MATRIX_CLASSES = 10
+# The metric the blessing thresholds sit on, as recorded (e.g. "auc[yes]").
 BLESSING_METRIC = "blessing_metric"
 # Top-level exec property (a runtime parameter in a compiled pipeline) that replaces the
 # bound of the blessing metric's threshold in eval_config: runtime parameters cannot live
 # inside a proto property.
 THRESHOLD_KEY = "blessing_threshold"
 # The blessing metrics a dataset file may name: the TFMA metric class computing each, and
-# the name TFMA records it under (binarized metrics add a [classId:N] suffix).
+# the name TFMA records it under (binarized metrics add a class suffix: class_key).
 METRIC_CLASS_NAMES = {
     "accuracy": "SparseCategoricalAccuracy",
     "auc": "AUC",
@@ -47,3 +62,32 @@ BOUND_FROM_THRESHOLD, BOUND_FROM_TRIVIAL = "threshold", "trivial baseline"
 VALIDATION_FAILURES = "validation_failures"
 # TFMA metric classes where lower is better (errors); the others are scores.
 LOWER_IS_BETTER_CLASSES = ("RootMeanSquaredError", "MeanAbsoluteError")
+
+
+# TFMA's own sub-key spellings, which a label value must not be mistaken for.
+_TFMA_SUB_KEY = re.compile(r"(classId|topK|k):-?[0-9]+")
+# Inside a quoted label: the quote doubled; these (and any character that is not printable)
+# percent-encoded, as UTF-8 bytes. No backslash escapes: MLMD's PostgreSQL store fails on a
+# backslash in a property name.
+_PERCENT_ENCODED = frozenset("%\\")
+
+
+def class_text(label: str) -> str:
+    """A label value as metric names and the run summary show it: as it is where that is
+    unambiguous (Chinstrap, big cat, x=1, é), else in double quotes, a quote inside
+    doubled, a backslash or unprintable character percent-encoded (tests/test_class_names.py
+    lists cases: the empty label, edge spaces, brackets, quotes, TFMA's own classId:N)."""
+    if (label and label == label.strip() and label.isprintable() and not any(c in label for c in '[]"\\')
+            and not _TFMA_SUB_KEY.fullmatch(label)):
+        return label
+    body = "".join(
+        '""' if char == '"' else
+        "".join(f"%{byte:02X}" for byte in char.encode()) if char in _PERCENT_ENCODED or not char.isprintable()
+        else char
+        for char in label)
+    return f'"{body}"'
+
+
+def class_key(metric: str, label: str) -> str:
+    """The recorded name of a per-class metric: 'precision[Chinstrap]'."""
+    return f"{metric}[{class_text(label)}]"

@@ -23,6 +23,7 @@ from components.reporting_trainer.keys import (
     FEATURE_CONTRACT_KEY,
     MODEL_NAME_KEY,
     TRAINING_PREFIX,
+    json_property,
 )
 from trainer_module.train import REPORT_FILE
 
@@ -86,4 +87,4 @@ def record_report(model: types.Artifact, report: dict[str, Any]) -> None:
         elif isinstance(value, str):
             model.set_string_custom_property(name, value)
         else:
-            model.set_string_custom_property(name, json.dumps(value))
+            model.set_string_custom_property(name, json_property(value))

@@ -3,8 +3,16 @@ definition, read by the provenance queries. No TFX import: the CLI reads these."
 
 from __future__ import annotations
 
+import base64
+import json
+from typing import Any
+
 # Custom property per training-report entry on the Model artifact: training_<key>.
 TRAINING_PREFIX = "training_"
+# The report entry naming the label values in class id order (a JSON list), as the
+# Trainer's vocabulary orders them: by frequency, or the named positive class as id 1.
+# trainer_module/train.py spells it too (it imports nothing of ours; tests/test_keys.py).
+CLASS_NAMES_KEY = "class_names"
 # Top-level exec property (a runtime parameter in a compiled pipeline) that overrides the
 # epochs in custom_config: runtime parameters cannot live inside a dict property.
 EPOCHS_KEY = "epochs"
@@ -33,3 +41,23 @@ TRAIN_METRIC = TRAINING_PREFIX + "train_metric"
 EVAL_METRIC = TRAINING_PREFIX + "eval_metric"
 TRIVIAL_METRIC = TRAINING_PREFIX + "trivial_metric"
 TRIVIAL_PREDICTION = TRAINING_PREFIX + "trivial_prediction"
+
+# A JSON property value holding a backslash (a JSON escape: a label with a quote, a
+# backslash or a control character) goes base64 behind this prefix: MLMD 1.16's
+# PostgreSQL store fails on any backslash in a property (see DATASET_TEXT_KEY).
+BASE64_JSON_PREFIX = "base64:"
+
+
+def json_property(value: Any) -> str:
+    """JSON text for a string property, readable in MLMD unless it would hold a backslash."""
+    text = json.dumps(value, ensure_ascii=False, sort_keys=True)
+    if "\\" in text:
+        return BASE64_JSON_PREFIX + base64.b64encode(text.encode()).decode("ascii")
+    return text
+
+
+def from_json_property(text: str) -> Any:
+    """The value json_property wrote (or plain JSON text)."""
+    if text.startswith(BASE64_JSON_PREFIX):
+        text = base64.b64decode(text[len(BASE64_JSON_PREFIX):]).decode()
+    return json.loads(text)

@@ -362,6 +362,8 @@ def model_lineage(
             "uri": evaluation.uri,
             "metrics": prefixed_properties(evaluation, evaluator_keys.METRIC_PREFIX),
             "blessing_metric": _property(evaluation, evaluator_keys.BLESSING_METRIC),
+            "undefined_metrics": _decoded_json(_property(evaluation, evaluator_keys.UNDEFINED_METRICS)),
+            "confusion_matrix": _decoded_json(_property(evaluation, evaluator_keys.CONFUSION_MATRIX)),
             "blessed": bool(blessing.custom_properties[evaluator_keys.BLESSED].int_value) if blessing else None,
             "baseline_model_id": _baseline_id(blessing, baseline),
         },
@@ -482,6 +484,10 @@ def _value(value: mlmd_pb.Value) -> Any:
     return getattr(value, kind) if kind else None
 
 
+def _decoded_json(text: str | None) -> Any:
+    return None if text is None else trainer_keys.from_json_property(text)
+
+
 def _property(artifact: mlmd_pb.Artifact, name: str) -> Any:
     if name in artifact.properties:
         return _value(artifact.properties[name])
@@ -502,8 +508,9 @@ def prefixed_properties(artifact: mlmd_pb.Artifact, prefix: str) -> dict[str, An
     for name, value in sorted(artifact.custom_properties.items()):
         if name.startswith(prefix):
             parsed = _value(value)
-            if isinstance(parsed, str) and parsed[:1] in ("[", "{"):
-                parsed = json.loads(parsed)
+            if isinstance(parsed, str) and (parsed[:1] in ("[", "{")
+                                            or parsed.startswith(trainer_keys.BASE64_JSON_PREFIX)):
+                parsed = trainer_keys.from_json_property(parsed)
             values[name[len(prefix):]] = parsed
     return values
 

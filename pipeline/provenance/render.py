@@ -30,8 +30,11 @@ def lineage_text(lineage: dict[str, Any]) -> str:
         baseline = evaluation["baseline_model_id"]
         lines.append(f"├─ evaluation {evaluation['id']}: blessed {blessed}, baseline "
                      f"{'model ' + str(baseline) if baseline else 'none (first blessed model)'}")
-        for name, value in evaluation["metrics"].items():
-            lines.append(f"│    {name:<30} {_number(value)}")
+        undefined = (evaluation.get("undefined_metrics") or {}).get("overall", {})
+        shown = {**{name: _number(value) for name, value in evaluation["metrics"].items()},
+                 **{name: f"n/a ({reason})" for name, reason in undefined.items()}}
+        for name, value in sorted(shown.items()):
+            lines.append(f"│    {name:<30} {value}")
     else:
         lines.append("├─ evaluation: none recorded")
     check = lineage.get("serving_check")

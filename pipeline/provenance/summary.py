@@ -16,6 +16,7 @@ from ml_metadata.proto import metadata_store_pb2 as mlmd_pb
 from components.atomic_pusher import keys as pusher_keys
 from components.reporting_evaluator import keys as evaluator_keys
 from components.reporting_trainer import keys as trainer_keys
+from components.reporting_trainer.keys import from_json_property
 from components.serving_check import keys as check_keys
 from pipeline.provenance import run_state
 from pipeline.provenance.lineage import (
@@ -51,6 +52,11 @@ class RunSummary:
     metrics: dict[str, float] = dataclasses.field(default_factory=dict)  # whole eval split
     metric_changes: dict[str, float] = dataclasses.field(default_factory=dict)  # against the baseline
     slice_metrics: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
+    # Metrics without a value and why ({name: reason}), on the eval split and per slice.
+    undefined_metrics: dict[str, str] = dataclasses.field(default_factory=dict)
+    slice_undefined: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
+    # The eval split's confusion matrix with class names (evaluator_keys.CONFUSION_MATRIX).
+    confusion_matrix: dict[str, Any] | None = None
     # The metric blessing looked at (the dataset file's), as recorded.
     blessing_metric: str | None = None
     blessed: bool | None = None
@@ -102,17 +108,26 @@ class RunSummary:
         lines = [f"run {self.run_id}"]
         for component in self.components:
             lines.append(f"  {component.node_id:<32} {component.state:<9} {component.seconds:6.1f}s")
-        shown = {**self.metrics, **{_change_label(name): value for name, value in self.metric_changes.items()}}
+        shown = {**{name: f"{value:.4f}" for name, value in self.metrics.items()},
+                 **{_change_label(name): f"{value:.4f}" for name, value in self.metric_changes.items()},
+                 **{name: _not_available(reason) for name, reason in self.undefined_metrics.items()}}
         if shown:
             lines.append("evaluation (eval split):")
             for name, value in sorted(shown.items()):
-                lines.append(f"  {name:<32} {value:.4f}")
+                lines.append(f"  {name:<32} {value}")
         metric = self.blessing_metric
-        per_slice = [(name, values[metric]) for name, values in sorted(self.slice_metrics.items())
-                     if metric in values]
+        per_slice = []
+        for name in sorted({*self.slice_metrics, *self.slice_undefined}):
+            values, reasons = self.slice_metrics.get(name, {}), self.slice_undefined.get(name, {})
+            if metric in values:
+                per_slice.append((name, f"{values[metric]:.4f}"))
+            elif metric in reasons:
+                per_slice.append((name, _not_available(reasons[metric])))
         if per_slice:
             lines.append(f"  per slice ({metric}):")
-            lines += [f"    {name:<30} {value:.4f}" for name, value in per_slice]
+            lines += [f"    {name:<30} {value}" for name, value in per_slice]
+        if self.confusion_matrix:
+            lines += _confusion_lines(self.confusion_matrix)
         if self.blessed is not None:
             lines += self.verdict.yardstick_lines(self.blessing_value, self.metric_changes.get(metric or ""))
         if self.blessed is None:
@@ -206,7 +221,12 @@ def _read_output(summary: RunSummary, type_name: str, artifact: mlmd_pb.Artifact
         if evaluator_keys.BLESSING_METRIC in properties:
             summary.blessing_metric = properties[evaluator_keys.BLESSING_METRIC].string_value
         if evaluator_keys.SLICE_METRICS in properties:
-            summary.slice_metrics = json.loads(properties[evaluator_keys.SLICE_METRICS].string_value)
+            summary.slice_metrics = from_json_property(properties[evaluator_keys.SLICE_METRICS].string_value)
+        if evaluator_keys.UNDEFINED_METRICS in properties:
+            undefined = from_json_property(properties[evaluator_keys.UNDEFINED_METRICS].string_value)
+            summary.undefined_metrics, summary.slice_undefined = undefined["overall"], undefined["slices"]
+        if evaluator_keys.CONFUSION_MATRIX in properties:
+            summary.confusion_matrix = from_json_property(properties[evaluator_keys.CONFUSION_MATRIX].string_value)
     elif type_name == "ModelBlessing":
         summary.blessed = bool(properties[evaluator_keys.BLESSED].int_value)
         summary.verdict.read_blessing(artifact)
@@ -238,9 +258,39 @@ def _component(store: metadata_store.MetadataStore, types: TypeNames, execution:
 
 
 def _change_label(name: str) -> str:
-    """'precision[classId:0]' -> 'precision_diff[classId:0]', as TFMA names a change."""
+    """'precision[Adelie]' -> 'precision_diff[Adelie]', as TFMA names a change."""
     base, bracket, sub_key = name.partition("[")
     return f"{base}_diff{bracket}{sub_key}"
+
+
+def _not_available(reason: str) -> str:
+    return f"n/a ({reason})"
+
+
+# The widest a class name gets in the confusion matrix; longer ones are cut with "~".
+CONFUSION_NAME_WIDTH = 16
+
+
+def _confusion_lines(matrix: dict[str, Any]) -> list[str]:
+    """The confusion matrix as a table: a row per true label, a column per prediction."""
+    names = [_cut(evaluator_keys.class_text(name)) for name in matrix["classes"]]
+    if matrix["left_out"]:
+        names.append("(other)")
+    counts = matrix["counts"]
+    width = max(len(name) for name in [*names, *(str(n) for row in counts for n in row)])
+    label_width = max(len(name) for name in names)
+    total = sum(sum(row) for row in counts)
+    lines = [f"  confusion matrix (rows: true label, columns: predicted; {total} rows):",
+             f"    {'':<{label_width}}  " + "  ".join(f"{name:>{width}}" for name in names)]
+    lines += [f"    {name:<{label_width}}  " + "  ".join(f"{n:>{width}}" for n in row)
+              for name, row in zip(names, counts)]
+    if matrix["left_out"]:
+        lines.append(f"    (other): {matrix['left_out']} classes left out, with fewer rows; their counts together")
+    return lines
+
+
+def _cut(name: str) -> str:
+    return name if len(name) <= CONFUSION_NAME_WIDTH else name[:CONFUSION_NAME_WIDTH - 1] + "~"
 
 
 def _serving_check_line(check: dict[str, Any]) -> str:

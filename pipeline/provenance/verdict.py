@@ -5,13 +5,13 @@ recorded in MLMD (components/reporting_evaluator, components/reporting_trainer).
 from __future__ import annotations
 
 import dataclasses
-import json
 from typing import Any
 
 from ml_metadata.proto import metadata_store_pb2 as mlmd_pb
 
 from components.reporting_evaluator import keys as evaluator_keys
 from components.reporting_trainer import keys as trainer_keys
+from components.reporting_trainer.keys import from_json_property
 
 # The flag that sets each bound (`turbotfx run`; the dataset file's [blessing] keys).
 VALUE_FLAG, CHANGE_FLAG = "--blessing-threshold", "--max-metric-drop"
@@ -45,7 +45,7 @@ class Verdict:
             self.value_bound = properties[evaluator_keys.VALUE_BOUND].double_value
             self.bound_source = properties[evaluator_keys.VALUE_BOUND_SOURCE].string_value
         if evaluator_keys.VALIDATION_FAILURES in properties:
-            self.failures = json.loads(properties[evaluator_keys.VALIDATION_FAILURES].string_value or "[]")
+            self.failures = from_json_property(properties[evaluator_keys.VALIDATION_FAILURES].string_value or "[]")
 
     def read_model(self, artifact: mlmd_pb.Artifact) -> None:
         properties = artifact.custom_properties
@@ -97,10 +97,10 @@ class Verdict:
             lines.append(f"  {'this model':<40} {value:.4f}  (train/eval gap {gap:+.4f})")
         else:
             lines.append(f"  {'this model':<40} {value:.4f}")
-        if baseline_change is not None and self.baseline_model_id:
-            lines.append(f"  {f'served baseline, model {self.baseline_model_id}':<40} "
-                         f"{value - baseline_change:.4f}  (this model {baseline_change:+.4f})")
-        elif not self.baseline_model_id:
+        if baseline_change is not None:
+            served = f"served baseline, model {self.baseline_model_id}" if self.baseline_model_id else "served baseline"
+            lines.append(f"  {served:<40} {value - baseline_change:.4f}  (this model {baseline_change:+.4f})")
+        else:
             lines.append(f"  {'served baseline':<40} none of this dataset yet")
         return lines
 

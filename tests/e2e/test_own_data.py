@@ -155,7 +155,7 @@ def test_binary_csv_table(tmp_path):
     assert rerun.exit_code == 0, rerun.output
     runs = json.loads(turbotfx("runs", "--format", "json", home=tmp_path / "ws").stdout)
     newer, older = runs[0]["model_id"], runs[1]["model_id"]
-    assert runs[0]["metric"] == "auc[classId:1]"  # the binary task's blessing metric
+    assert runs[0]["metric"] == "auc[yes]"  # the binary task's blessing metric, named by its positive class
     diff = turbotfx("diff", str(older), str(newer), "--format", "json", home=tmp_path / "ws")
     assert diff.exit_code == 0, diff.output
     assert set(json.loads(diff.stdout)["dataset"]) == {"fingerprint"}
