@@ -23,6 +23,16 @@ OUTPUT_LABEL = "label"
 OUTPUT_PREDICTION = "prediction"
 
 
+def label_vocabulary(tf_transform_output: tft.TFTransformOutput, spec: FeatureSpec) -> list[bytes]:
+    """A classification label's values as they appear in the data, in class id order."""
+    label_vocab = tf_transform_output.vocabulary_by_name(features.vocabulary_name(spec.label_key))
+    if spec.task == features.BINARY and spec.positive is not None:
+        # Class id 1 is the positive class (see preprocessing.py), whatever its frequency.
+        positive = spec.positive.encode()
+        label_vocab = [v for v in label_vocab if v != positive] + [positive]
+    return label_vocab
+
+
 class ServingModule(tf.Module):
     """Holds the model and the Transform graph so one SavedModel carries both.
 
@@ -43,12 +53,7 @@ class ServingModule(tf.Module):
         self._serving_spec = {k: v for k, v in self._raw_spec.items() if k in spec.feature_keys}
         self._label_names = None
         if spec.is_classification:
-            label_vocab = tf_transform_output.vocabulary_by_name(features.vocabulary_name(spec.label_key))
-            if spec.task == features.BINARY and spec.positive is not None:
-                # Class id 1 is the positive class (see preprocessing.py), whatever its frequency.
-                positive = spec.positive.encode()
-                label_vocab = [v for v in label_vocab if v != positive] + [positive]
-            self._label_names = tf.constant(label_vocab, dtype=tf.string)
+            self._label_names = tf.constant(label_vocabulary(tf_transform_output, spec), dtype=tf.string)
 
         examples_spec = tf.TensorSpec([None], tf.string, name=EXAMPLES_INPUT)
         self.serve_examples = tf.function(self._serve_examples, input_signature=[examples_spec])

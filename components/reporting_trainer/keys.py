@@ -18,3 +18,14 @@ CODE_FINGERPRINT_KEY = "code_fingerprint"
 DATASET_FILE_KEY = "dataset_file"
 DATASET_TEXT_KEY = "dataset_file_base64"
 DATASET_FINGERPRINT_KEY = "dataset_fingerprint"
+# The Trainer's yardsticks (trainer_module/train.py, yardsticks.py write the report entries
+# without the prefix): the blessing metric's name, its value on the whole train and eval
+# splits, and the trivial baseline on eval (a constant learned from the train labels: the
+# majority class, the mean or the median) with that constant as text. A trivial metric the
+# data leaves undefined (AUC on a one-class eval split) is absent; the note says why.
+BLESSING_METRIC_NAME = TRAINING_PREFIX + "blessing_metric"
+TRAIN_METRIC = TRAINING_PREFIX + "train_metric"
+EVAL_METRIC = TRAINING_PREFIX + "eval_metric"
+TRIVIAL_METRIC = TRAINING_PREFIX + "trivial_metric"
+TRIVIAL_PREDICTION = TRAINING_PREFIX + "trivial_prediction"
+TRIVIAL_NOTE = TRAINING_PREFIX + "trivial_note"
