@@ -45,7 +45,7 @@ from pipeline.config import PipelineConfig
 from pipeline.deployment import Deployment, Setting
 from pipeline.errors import ConfigError
 from serving import contract
-from trainer_module import features
+from trainer_module import features, train
 
 PREPROCESSING_FN = "trainer_module.preprocessing.preprocessing_fn"
 RUN_FN = "trainer_module.train.run_fn"
@@ -117,6 +117,9 @@ def create_pipeline(
             trainer_keys.MODEL_NAME_KEY: config.model_name,
             trainer_keys.FEATURE_CONTRACT_KEY: spec.feature_contract(),
             "epochs": config.epochs,
+            # Compiled as a training metric too: the report holds it on train and eval, and the
+            # trivial baseline's score on it.
+            train.BLESSING_METRIC_KEY: spec.blessing.metric,
             "batch_size": config.batch_size,
             "learning_rate": config.learning_rate,
             "hidden_units": list(config.hidden_units),

@@ -1,5 +1,9 @@
+import dataclasses
+
 import numpy as np
+import pytest
 import tf_keras as keras
+from sklearn.metrics import mean_absolute_error, roc_auc_score
 
 from pipeline import datasets
 from trainer_module import features, model
@@ -108,3 +112,36 @@ def test_accumulation_runs_micro_batches_and_keeps_embedding_gradients_sparse():
     for after_plain, after_accumulated in zip(plain.get_weights(), accumulating.get_weights()):
         np.testing.assert_allclose(after_plain, after_accumulated, rtol=1e-4, atol=1e-6)
     assert any(not np.allclose(a, b) for a, b in zip(initial, accumulating.get_weights()))
+
+
+def test_the_blessing_metric_is_compiled_beside_the_task_metric():
+    """AUC on a binary model's positive-class probability and MAE on a regression, each as
+    scikit-learn computes it from the model's own predictions."""
+    rng = np.random.default_rng(2)
+    x = _batch(256, rng)
+    binary = dataclasses.replace(SPEC, task=features.BINARY)
+    y = (x["bill_length_mm_xf"] + 0.5 * rng.normal(size=256) > 0).astype("int64")
+    classifier = model.build_model(binary, {"island": 3, "sex": 2}, num_classes=2, hidden_units=(8,),
+                                   blessing_metric="auc")
+    classifier.fit(x, y, epochs=2, batch_size=32, verbose=0)
+    measured = classifier.evaluate(x, y, batch_size=64, verbose=0, return_dict=True)
+    assert set(measured) == {"loss", "accuracy", "auc"}
+    probability = classifier.predict(x, verbose=0)
+    assert probability.shape == (256, 1)
+    # Keras interpolates over 200 thresholds: close to the exact value, not equal.
+    assert measured["auc"] == pytest.approx(roc_auc_score(y, probability[:, 0]), abs=0.01)
+
+    regression = dataclasses.replace(SPEC, task=features.REGRESSION)
+    target = (3 * x["body_mass_g_xf"] + 10).astype("float32")
+    regressor = model.build_model(regression, {"island": 3, "sex": 2}, num_classes=1, hidden_units=(8,),
+                                  blessing_metric="mae")
+    measured = regressor.evaluate(x, target, batch_size=64, verbose=0, return_dict=True)
+    assert set(measured) == {"loss", "rmse", "mae"}
+    assert measured["mae"] == pytest.approx(mean_absolute_error(target, regressor.predict(x, verbose=0)[:, 0]),
+                                            rel=1e-4)
+
+    # The task's own metric: nothing added; a metric that does not fit the task: refused.
+    assert [m.name for m in model.compiled_metrics(features.MULTICLASS, keras.metrics.SparseCategoricalAccuracy,
+                                                   "accuracy")] == ["accuracy"]
+    with pytest.raises(ValueError, match="does not fit a multiclass model"):
+        model.build_model(SPEC, {"island": 3, "sex": 2}, num_classes=3, blessing_metric="auc")

@@ -23,6 +23,7 @@ def build_model(
     optimizer: str = "adam",
     label_mean: float = 0.0,
     label_std: float = 1.0,
+    blessing_metric: str | None = None,
 ) -> keras.Model:
     """An MLP: z-scored numerics and encoded categoricals in; per task, class probabilities
     (softmax, multiclass), the positive class's probability (sigmoid, binary) or the value
@@ -37,6 +38,8 @@ def build_model(
     jit_compile XLA-compiles the training step only, never the exported serving graph.
     accumulation_steps > 1 splits each batch into that many micro-batches per update.
     optimizer is a resolved name from optimizer_choice.OPTIMIZERS (not auto).
+    blessing_metric (the dataset file's: accuracy, auc, rmse or mae) is compiled beside the
+    task's training_metric, so fit() and evaluate() report the number the Evaluator blesses on.
     """
     inputs = {}
     columns = []
@@ -70,11 +73,26 @@ def build_model(
     model.compile(
         optimizer=optimizers.build(optimizer, learning_rate),
         loss=loss,
-        metrics=[metric(name=training_metric(spec.task))],
+        metrics=compiled_metrics(spec.task, metric, blessing_metric),
         jit_compile=jit_compile,
         steps_per_execution=steps_per_execution,
     )
     return model
+
+
+def compiled_metrics(task: str, task_metric: type, blessing_metric: str | None) -> list[keras.metrics.Metric]:
+    """The task's training metric, and the blessing metric under its own name when it differs."""
+    metrics = [task_metric(name=training_metric(task))]
+    if blessing_metric is None or blessing_metric == training_metric(task):
+        return metrics
+    if blessing_metric == "auc" and task == features.BINARY:
+        # The output is the positive class's probability, shape [batch, 1]: ROC AUC over it,
+        # as TFMA computes auc[classId:1].
+        return [*metrics, keras.metrics.AUC(name="auc")]
+    if blessing_metric == "mae" and task == features.REGRESSION:
+        return [*metrics, keras.metrics.MeanAbsoluteError(name="mae")]
+    raise ValueError(f"the blessing metric {blessing_metric!r} does not fit a {task} model; "
+                     "use accuracy or auc (binary), accuracy (multiclass), rmse or mae (regression)")
 
 
 def training_metric(task: str) -> str:

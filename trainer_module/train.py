@@ -12,17 +12,35 @@ import tempfile
 import time
 from typing import Any, Iterator
 
+import numpy as np
 import tensorflow as tf
 import tensorflow_transform as tft
 import tf_keras as keras
+from absl import logging
 from tfx.components.trainer.fn_args_utils import FnArgs
 
-from trainer_module import autograph, features, hardware, model, optimizer_choice, signatures
+from trainer_module import (
+    autograph,
+    features,
+    hardware,
+    model,
+    optimizer_choice,
+    progress,
+    signatures,
+    yardsticks,
+)
 from trainer_module.features import FeatureSpec
 
 autograph.skip_library_conversion()
 
 REPORT_FILE = "training_report.json"
+# The Trainer custom_config entry naming the dataset file's blessing metric (accuracy, auc,
+# rmse or mae); also the report entry that names it.
+BLESSING_METRIC_KEY = "blessing_metric"
+# Report entries: the model's blessing metric on the whole train split and on the eval split
+# (components/reporting_trainer/keys.py names the Model properties they become).
+TRAIN_METRIC = "train_metric"
+EVAL_METRIC = "eval_metric"
 # Records parsed (and, when shuffling, permuted) together, in batches: 16 x 256 = 4,096
 # records shuffle as well as tfxio's 1,024-record buffer did, at a fraction of the cost.
 CHUNK_BATCHES = 16
@@ -32,6 +50,8 @@ READ_PARALLELISM = 4
 # after the first epoch.
 CACHE_LIMIT_BYTES = 256 * 1024 * 1024
 CACHED_BATCHES_SHUFFLE_BUFFER = 256
+# Records whose labels one parse_example reads (label_values).
+LABEL_CHUNK_RECORDS = 4096
 
 
 def input_dataset(
@@ -186,9 +206,12 @@ def run_fn(fn_args: FnArgs) -> None:
                     steps_per_execution=hparams["steps_per_execution"],
                     accumulation_steps=hparams["accumulation_steps"],
                     optimizer=optimizer,
+                    blessing_metric=hparams[BLESSING_METRIC_KEY],
                     **label_scale,
                 )
             results = fit_and_evaluate(classifier, train_ds, eval_ds, hparams, run_dir, global_batch_size, steps)
+            results |= blessing_yardsticks(classifier, fn_args, tf_transform_output, spec,
+                                           hparams[BLESSING_METRIC_KEY], global_batch_size)
         finally:
             keras.mixed_precision.set_global_policy("float32")
 
@@ -296,11 +319,12 @@ def fit_and_evaluate(
     the training steps); returns the measured figures for the training report."""
     counter = StepCounter(global_batch_size)
     started = time.perf_counter()
+    blessing = hparams.get(BLESSING_METRIC_KEY) or model.training_metric(hparams["task"])
     history = classifier.fit(
         train_ds.repeat() if steps.train else train_ds,
         epochs=hparams["epochs"],
         steps_per_epoch=steps.train,
-        callbacks=[tensorboard(run_dir, hparams), counter],
+        callbacks=[tensorboard(run_dir, hparams), counter, EpochLog(hparams["epochs"], blessing)],
         verbose=0,
     )
     fit_s = time.perf_counter() - started
@@ -321,7 +345,68 @@ def fit_and_evaluate(
         "fit_wall_s": round(fit_s, 3),
         f"final_train_{metric}": float(history.history[metric][-1]),
         f"final_eval_{metric}": float(eval_metrics[metric]),
+        **({EVAL_METRIC: float(eval_metrics[blessing])} if blessing in eval_metrics else {}),
     }
+
+
+def blessing_yardsticks(
+    classifier: keras.Model,
+    fn_args: FnArgs,
+    tf_transform_output: tft.TFTransformOutput,
+    spec: FeatureSpec,
+    metric: str,
+    global_batch_size: int,
+) -> dict[str, float | str]:
+    """After fit: the model's blessing metric on the whole train split (one unshuffled pass,
+    no batch dropped), and the trivial baseline on the eval split (trainer_module/yardsticks.py)
+    from a label-only read of both splits."""
+    label_key = spec.transformed_label_key
+    train_labels = label_values(fn_args.train_files, tf_transform_output, label_key)
+    eval_labels = label_values(fn_args.eval_files, tf_transform_output, label_key)
+    whole_train = input_dataset(fn_args.train_files, tf_transform_output, label_key, global_batch_size, shuffle=False)
+    # Evaluation runs several steps per call: Keras needs the batch count, here from the labels.
+    measured = classifier.evaluate(whole_train, steps=-(-train_labels.size // global_batch_size),
+                                   verbose=0, return_dict=True)
+    return {
+        **({TRAIN_METRIC: float(measured[metric])} if metric in measured else {}),
+        **yardsticks.trivial_baseline(metric, train_labels, eval_labels, class_names(tf_transform_output, spec)),
+    }
+
+
+def label_values(file_pattern: list[str], tf_transform_output: tft.TFTransformOutput, label_key: str) -> np.ndarray:
+    """Every transformed label of a split (class ids, or the regression values), in file
+    order; only the label is parsed."""
+    files = matching_files(file_pattern)
+    label_spec = {label_key: tf_transform_output.transformed_feature_spec()[label_key]}
+    chunks = tf.data.TFRecordDataset(
+        files, compression_type=compression_of(files), num_parallel_reads=min(len(files), READ_PARALLELISM)
+    ).batch(LABEL_CHUNK_RECORDS).map(lambda serialized: tf.io.parse_example(serialized, label_spec)[label_key])
+    values = [np.ravel(chunk) for chunk in chunks.as_numpy_iterator()]
+    return np.concatenate(values) if values else np.zeros((0,), np.float32)
+
+
+class EpochLog(keras.callbacks.Callback):
+    """Logs one line per finished epoch (trainer_module/progress.py: its form): the loss and
+    the blessing metric on that epoch's training batches, and its seconds. `turbotfx run`
+    prints these lines; elsewhere (Vertex, Kubeflow) they are log lines."""
+
+    def __init__(self, epochs: int, metric: str) -> None:
+        super().__init__()
+        self.epochs = epochs
+        self.metric = metric
+        self._epoch_started = 0.0
+
+    def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
+        self._epoch_started = time.perf_counter()
+
+    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+        logs = logs or {}
+        # The blessing metric when compiled; else the model's first metric.
+        metric = self.metric if self.metric in logs else next((k for k in logs if k != "loss"), None)
+        if "loss" not in logs or metric is None:
+            return
+        logging.info(progress.epoch_message(epoch + 1, self.epochs, float(logs["loss"]), metric,
+                                            float(logs[metric]), time.perf_counter() - self._epoch_started))
 
 
 class StepCounter(keras.callbacks.Callback):
@@ -395,8 +480,11 @@ def serving_copy(trained: keras.Model, model_args: tuple, label_scale: dict[str,
 
 def hyperparameters(custom_config: dict[str, Any]) -> dict[str, Any]:
     """The training knobs passed through the Trainer's custom_config, with defaults."""
+    task = str(custom_config.get(features.CONFIG_KEY, {}).get("task", features.MULTICLASS))
     return {
-        "task": str(custom_config.get(features.CONFIG_KEY, {}).get("task", features.MULTICLASS)),
+        "task": task,
+        # The dataset file's blessing metric; without one, the task's training metric.
+        BLESSING_METRIC_KEY: str(custom_config.get(BLESSING_METRIC_KEY) or model.training_metric(task)),
         "epochs": int(custom_config.get("epochs", 20)),
         "batch_size": int(custom_config.get("batch_size", 32)),
         "learning_rate": float(custom_config.get("learning_rate", 0.01)),

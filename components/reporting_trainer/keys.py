@@ -33,14 +33,17 @@ DATASET_FINGERPRINT_KEY = "dataset_fingerprint"
 # this one's rows.
 MODEL_NAME_KEY = "model_name"
 FEATURE_CONTRACT_KEY = "feature_contract"
-# Training-report entries (on the Model as training_<key>) that the Evaluator and the run
-# summary read: the blessing metric's name, its value on the train and eval splits, and the
-# trivial baseline's value on the eval split with what it predicts.
+# The Trainer's yardsticks (trainer_module/train.py, yardsticks.py write the report entries
+# without the prefix): the blessing metric's name, its value on the whole train and eval
+# splits, and the trivial baseline on eval (a constant learned from the train labels: the
+# majority class, the mean or the median) with that constant as text. A trivial metric the
+# data leaves undefined (AUC on a one-class eval split) is absent; the note says why.
 BLESSING_METRIC_NAME = TRAINING_PREFIX + "blessing_metric"
 TRAIN_METRIC = TRAINING_PREFIX + "train_metric"
 EVAL_METRIC = TRAINING_PREFIX + "eval_metric"
 TRIVIAL_METRIC = TRAINING_PREFIX + "trivial_metric"
 TRIVIAL_PREDICTION = TRAINING_PREFIX + "trivial_prediction"
+TRIVIAL_NOTE = TRAINING_PREFIX + "trivial_note"
 
 # A JSON property value holding a backslash (a JSON escape: a label with a quote, a
 # backslash or a control character) goes base64 behind this prefix: MLMD 1.16's

@@ -7,9 +7,12 @@ import logging
 import os
 import re
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import IO, Any, Callable, Iterator
+
+from trainer_module import progress
 
 # What TFX's LocalDagRunner logs around each node (tfx/orchestration/local/local_dag_runner.py).
 _RUNNING = re.compile(r"Component (\S+) is running\.")
@@ -18,37 +21,102 @@ LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
 class Console:
-    """Writes the user-facing lines; everything else is for the log file."""
+    """Writes the user-facing lines; everything else is for the log file.
 
-    def __init__(self, stream: IO[str]) -> None:
+    On a terminal a running component's line is rewritten in place once a tick ("running
+    12s") by a daemon thread; a line printed meanwhile (a Trainer epoch) goes above it. A
+    non-terminal (a CI log) gets whole lines only: one when a component starts, one when
+    it ends.
+    """
+
+    def __init__(self, stream: IO[str], tick_s: float = 1.0) -> None:
         self.stream = stream
         self._interactive = stream.isatty()
         self._started: dict[str, float] = {}
         self.current: str | None = None
+        self._tick_s = tick_s
+        # Log handlers (any thread) and the ticker write: one at a time.
+        self._lock = threading.RLock()
+        self._partial = ""  # the unfinished line on the terminal, rewritten by the ticker
+        self._ticker: threading.Thread | None = None
+        self._stop_ticker = threading.Event()
 
     def line(self, text: str = "") -> None:
-        self.stream.write(text + "\n")
-        self.stream.flush()
+        with self._lock:
+            self._write_above(text)
 
     def component_started(self, node_id: str) -> None:
-        self._started[node_id] = time.perf_counter()
-        self.current = node_id
-        if self._interactive:
-            self.stream.write(f"  {node_id:<32} running...")
-            self.stream.flush()
+        self._stop_ticking()
+        with self._lock:
+            self._end_partial()
+            self._started[node_id] = time.perf_counter()
+            self.current = node_id
+            if not self._interactive:
+                self._write(f"  {node_id:<32} started\n")
+                return
+            self._show_partial(f"  {node_id:<32} running...")
+            self._stop_ticker = threading.Event()
+            self._ticker = threading.Thread(target=self._tick, args=(node_id, self._stop_ticker),
+                                            name="turbotfx-console-ticker", daemon=True)
+            self._ticker.start()
 
     def component_finished(self, node_id: str) -> None:
-        seconds = time.perf_counter() - self._started.get(node_id, time.perf_counter())
-        prefix = "\r" if self._interactive else ""
-        self.stream.write(f"{prefix}  {node_id:<32} done {seconds:6.1f}s  \n")
-        self.stream.flush()
-        self.current = None
+        self._stop_ticking()
+        with self._lock:
+            seconds = time.perf_counter() - self._started.get(node_id, time.perf_counter())
+            self._show_partial(f"  {node_id:<32} done {seconds:6.1f}s  ")
+            self._end_partial()
+            self.current = None
+
+    def epoch_line(self, text: str) -> None:
+        """A Trainer epoch's line, indented under the running component."""
+        self.line(f"    {text}")
 
     def abort_line(self) -> None:
-        """Ends a half-written 'running...' line before an error is printed."""
-        if self._interactive and self.current:
-            self.stream.write("\n")
-            self.stream.flush()
+        """Stops the counter and ends a half-written 'running' line before an error is printed."""
+        self._stop_ticking()
+        with self._lock:
+            self._end_partial()
+
+    def close(self) -> None:
+        self._stop_ticking()
+
+    def _tick(self, node_id: str, stop: threading.Event) -> None:
+        while not stop.wait(self._tick_s):
+            with self._lock:
+                if stop.is_set() or self.current != node_id:
+                    return
+                elapsed = time.perf_counter() - self._started[node_id]
+                self._show_partial(f"  {node_id:<32} running {elapsed:.0f}s")
+
+    def _stop_ticking(self) -> None:
+        # Outside the lock: the ticker may be waiting for it.
+        self._stop_ticker.set()
+        if self._ticker is not None and self._ticker is not threading.current_thread():
+            self._ticker.join()
+        self._ticker = None
+
+    def _show_partial(self, text: str) -> None:
+        """Replaces the unfinished terminal line with text (padded over a longer one)."""
+        self._write("\r" + text.ljust(len(self._partial)) if self._partial else text)
+        self._partial = text
+
+    def _end_partial(self) -> None:
+        if self._partial:
+            self._write("\n")
+            self._partial = ""
+
+    def _write_above(self, text: str) -> None:
+        """A whole line; the unfinished one, if any, is cleared and drawn again below it."""
+        partial = self._partial
+        if partial:
+            self._write("\r" + text.ljust(len(partial)) + "\n" + partial)
+        else:
+            self._write(text + "\n")
+
+    def _write(self, text: str) -> None:
+        self.stream.write(text)
+        self.stream.flush()
 
 
 class _ComponentProgress(logging.Handler):
@@ -65,6 +133,8 @@ class _ComponentProgress(logging.Handler):
             self.console.component_started(match.group(1))
         elif match := _FINISHED.search(message):
             self.console.component_finished(match.group(1))
+        elif progress.EPOCH_LINE.match(message):
+            self.console.epoch_line(message)
 
 
 @contextlib.contextmanager
@@ -82,7 +152,7 @@ def session(log_path: Path, verbose: bool, user_fd: int = 1) -> Iterator[Console
     sys.stderr.flush()
     user_stream = os.fdopen(os.dup(user_fd), "w", buffering=1)
     console = Console(user_stream)
-    progress = _ComponentProgress(console)
+    component_progress = _ComponentProgress(console)
     log_file = open(log_path, "a", buffering=1)
     saved_fds = None
     if not verbose:
@@ -97,12 +167,13 @@ def session(log_path: Path, verbose: bool, user_fd: int = 1) -> Iterator[Console
     library_logs.setFormatter(logging.Formatter(LOG_FORMAT))
     root.setLevel(logging.INFO)
     root.addHandler(library_logs)
-    root.addHandler(progress)
+    root.addHandler(component_progress)
     try:
         yield console
     finally:
-        root.removeHandler(progress)
+        root.removeHandler(component_progress)
         root.removeHandler(library_logs)
+        console.close()
         root.setLevel(saved_level)
         sys.stdout.flush()
         sys.stderr.flush()

@@ -29,17 +29,17 @@ def _start_run(home: Path, *args: str) -> subprocess.Popen:
                             env={**os.environ, "TURBOTFX_HOME": str(home)})
 
 
-def _wait_for_line(process: subprocess.Popen, text: str, timeout: float = 300) -> str:
-    """Reads the run's stdout until a line holds text (the console prints a line per
-    component); returns what it read."""
+def _wait_until_done(process: subprocess.Popen, node: str, timeout: float = 300) -> str:
+    """Reads the run's stdout until the line saying the node is done (in a log, the console
+    prints a line when each component starts and one when it ends); returns what it read."""
     deadline = time.monotonic() + timeout
     read = ""
     for line in process.stdout:
         read += line
-        if text in line:
+        if line.split()[:2] == [node, "done"]:
             return read
-        assert time.monotonic() < deadline, f"no {text!r} within {timeout}s"
-    pytest.fail(f"the run ended before printing {text!r}: {process.stderr.read()}")
+        assert time.monotonic() < deadline, f"{node} not done within {timeout}s"
+    pytest.fail(f"the run ended before {node} was done: {process.stderr.read()}")
 
 
 def _runs(home: Path) -> list[dict]:
@@ -60,7 +60,7 @@ def _states(home: Path) -> dict[str, str]:
 def test_killed_and_interrupted_runs_show_aborted_and_resume(tmp_path):
     home = tmp_path / "workspace"
     run = _start_run(home)
-    _wait_for_line(run, "AnomalyGate")  # Transform, the longest step, starts next
+    _wait_until_done(run, "AnomalyGate")  # Transform, the longest step, starts next
     assert loader_processes(home), "the run starts the serving check's loader ahead"
     run.send_signal(signal.SIGKILL)
     run.wait(timeout=60)
@@ -70,7 +70,7 @@ def test_killed_and_interrupted_runs_show_aborted_and_resume(tmp_path):
 
     # The next run records the killed one; Ctrl-C stops it with one line and exit 130.
     run = _start_run(home)
-    before_interrupt = _wait_for_line(run, "StatisticsGen")
+    before_interrupt = _wait_until_done(run, "StatisticsGen")
     run.send_signal(signal.SIGINT)
     _, stderr = run.communicate(timeout=120)
     assert "ended without completing: marked ABORTED" in before_interrupt

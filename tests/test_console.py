@@ -1,0 +1,137 @@
+"""The run console: one line per component start and end in a log, a live counter on a
+terminal, and the Trainer's epoch lines (logged by the real Keras callback) on both."""
+
+from __future__ import annotations
+
+import io
+import logging
+import re
+import threading
+import time
+
+import numpy as np
+import pytest
+import tf_keras as keras
+from absl import logging as absl_logging
+
+from pipeline.cli import console as console_lib
+from trainer_module import train
+
+TICKER = "turbotfx-console-ticker"
+# What LocalDagRunner logs around a node (see console._RUNNING / _FINISHED).
+RUNNING, FINISHED = "Component Trainer is running.", "Component Trainer is finished."
+EPOCHS = ("epoch 1/2  loss 0.6931  accuracy 0.5000  0.3s", "epoch 2/2  loss 0.5123  accuracy 0.7500  0.2s")
+
+
+class FakeTerminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def render(written: str) -> list[str]:
+    """The lines a terminal shows for written: \\r moves to the line's start, text overwrites."""
+    lines, column = [""], 0
+    for char in written:
+        if char == "\r":
+            column = 0
+        elif char == "\n":
+            lines.append("")
+            column = 0
+        else:
+            lines[-1] = lines[-1][:column] + char + lines[-1][column + 1:]
+            column += 1
+    return [line.rstrip() for line in lines]
+
+
+def tickers() -> list[threading.Thread]:
+    return [thread for thread in threading.enumerate() if thread.name == TICKER]
+
+
+def log(handler: logging.Handler, message: str) -> None:
+    handler.handle(logging.LogRecord("absl", logging.INFO, __file__, 1, message, None, None))
+
+
+def test_a_log_gets_a_line_when_each_component_starts_and_ends_and_each_epoch():
+    stream = io.StringIO()
+    handler = console_lib._ComponentProgress(console_lib.Console(stream))
+    log(handler, RUNNING)
+    assert not tickers(), "no counter thread when the stream is not a terminal"
+    for line in EPOCHS:
+        log(handler, line)
+    log(handler, "Epoch 3 of something else")  # not the Trainer's pattern: not printed
+    log(handler, FINISHED)
+    lines = stream.getvalue().splitlines()
+    assert "\r" not in stream.getvalue()
+    assert lines[0].split() == ["Trainer", "started"]
+    assert lines[1:3] == [f"    {line}" for line in EPOCHS]
+    assert re.fullmatch(r"  Trainer +done +\d+\.\ds", lines[3].rstrip()), lines[3]
+    assert len(lines) == 4
+
+
+def test_a_terminal_counts_seconds_in_place_and_epoch_lines_go_above_the_counter():
+    stream = FakeTerminal()
+    console = console_lib.Console(stream, tick_s=0.1)
+    handler = console_lib._ComponentProgress(console)
+    log(handler, RUNNING)
+    assert len(tickers()) == 1
+    time.sleep(1.3)
+    assert re.search(r"\r  Trainer +running 1s", stream.getvalue()), repr(stream.getvalue())
+    for line in EPOCHS:
+        log(handler, line)
+        time.sleep(0.25)  # the counter keeps rewriting its own line meanwhile
+    log(handler, FINISHED)
+    assert not tickers(), "the counter stops with the component"
+    written = stream.getvalue()
+    time.sleep(0.3)
+    assert stream.getvalue() == written, "nothing is written after the component ended"
+    screen = render(written)
+    assert screen[:2] == [f"    {line}" for line in EPOCHS]
+    assert re.fullmatch(r"  Trainer +done +\d+\.\ds", screen[2]), screen
+    assert screen[3:] == [""]  # the cursor at the start of a fresh line
+    assert written.count("running") > 5  # rewritten ~10 times a second here
+
+
+def test_an_abort_stops_the_counter_and_ends_its_line():
+    stream = FakeTerminal()
+    console = console_lib.Console(stream, tick_s=0.05)
+    console.component_started("Transform")
+    time.sleep(0.2)
+    console.abort_line()
+    assert not tickers()
+    written = stream.getvalue()
+    time.sleep(0.2)
+    assert stream.getvalue() == written and written.endswith("\n")
+    console.line("turbotfx: error: Transform failed")
+    assert render(stream.getvalue())[-2:] == ["turbotfx: error: Transform failed", ""]
+    assert console.current == "Transform"  # the run names the failing component
+
+
+@pytest.fixture
+def absl_info():
+    previous = absl_logging.get_verbosity()
+    absl_logging.set_verbosity(absl_logging.INFO)
+    yield
+    absl_logging.set_verbosity(previous)
+
+
+def test_the_trainer_callbacks_epoch_lines_reach_the_console(absl_info):
+    # The real callback, logging through absl as run_fn does under LocalDagRunner, and the
+    # console's handler on the root logger as `turbotfx run` installs it.
+    stream = io.StringIO()
+    handler = console_lib._ComponentProgress(console_lib.Console(stream))
+    logging.getLogger().addHandler(handler)
+    try:
+        inputs = keras.Input(shape=(2,))
+        model = keras.Model(inputs, keras.layers.Dense(1, activation="sigmoid")(inputs))
+        model.compile(optimizer="adam", loss="binary_crossentropy",
+                      metrics=[keras.metrics.BinaryAccuracy(name="accuracy"), keras.metrics.AUC(name="auc")])
+        x = np.random.default_rng(0).normal(size=(64, 2)).astype("float32")
+        y = (x[:, 0] > 0).astype("float32")
+        history = model.fit(x, y, epochs=3, batch_size=16, verbose=0, callbacks=[train.EpochLog(3, "auc")])
+    finally:
+        logging.getLogger().removeHandler(handler)
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 3, lines
+    for epoch, line in enumerate(lines):
+        loss, auc = history.history["loss"][epoch], history.history["auc"][epoch]
+        assert re.fullmatch(rf"    epoch {epoch + 1}/3  loss {loss:.4f}  auc {auc:.4f}  \d+\.\ds", line), line
