@@ -23,6 +23,8 @@ HOME_ENV_VAR = "TURBOTFX_HOME"
 # 294 s at 1M rows (85 MB), with the machine under load; quieter, 44 s vs 92 s and 181 s vs
 # 139 s. Both pairs of lines cross near 500-580k rows, 44-49 MB.
 MULTI_PROCESS_THRESHOLD_BYTES = 48 * 1024 * 1024
+# The flags that set the blessing bounds (the verdict names them when one fails).
+BLESSING_THRESHOLD_FLAG, MAX_METRIC_DROP_FLAG = "--blessing-threshold", "--max-metric-drop"
 # Knobs whose default comes from the dataset file ([training]); a None field takes it.
 TRAINING_FIELDS = ("epochs", "batch_size", "learning_rate", "hidden_units")
 
@@ -95,6 +97,12 @@ class PipelineConfig:
         return self.home_path / "metadata" / f"{self.pipeline_name}.sqlite"
 
     @property
+    def workspace_store_paths(self) -> list[Path]:
+        """Every SQLite store of the workspace: the default pipeline's holds every dataset's
+        runs, and each --pipeline-name keeps its own (metadata/<name>.sqlite)."""
+        return sorted(self.metadata_path.parent.glob("*.sqlite"))
+
+    @property
     def metadata_store_url(self) -> str:
         """The store a run writes: --metadata-url, else the workspace's SQLite file."""
         return self.metadata_url or sqlite_url(self.metadata_path)
@@ -116,15 +124,6 @@ class PipelineConfig:
         if self.rows is not None:
             return self.home_path / "data" / self.spec.name / f"rows-{self.rows}"
         return self.home_path / "data" / self.spec.name
-
-    @property
-    def dataset_reference(self) -> str:
-        """What --dataset takes to name this dataset again: a built-in's name, else the file's
-        absolute path (recorded on each run, so `predict` and `serving` find the dataset of
-        a workspace's only model)."""
-        if self.spec.path.parent == datasets.BUILTIN_DIR:
-            return self.spec.path.stem
-        return str(self.spec.path)
 
     @property
     def higher_is_better(self) -> bool:
@@ -179,7 +178,7 @@ class PipelineConfig:
             _require(0.0 <= self.blessing_threshold <= 1.0,
                      f"blessing threshold on {metric} must be in [0, 1], got {self.blessing_threshold}")
         _require(self.blessing_threshold is not None or self.max_metric_drop is not None,
-                 f"no bound on {metric} to bless against; give --blessing-threshold or set "
+                 f"no bound on {metric} to bless against; give {BLESSING_THRESHOLD_FLAG} or set "
                  f"[blessing] threshold in {self.spec.path}")
         _require(self.keep_versions >= 1, f"keep versions must be at least 1, got {self.keep_versions}")
         if self.max_metric_drop is not None:

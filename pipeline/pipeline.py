@@ -45,7 +45,7 @@ from pipeline.config import PipelineConfig
 from pipeline.deployment import Deployment, Setting
 from pipeline.errors import ConfigError
 from serving import contract
-from trainer_module import features, train
+from trainer_module import features
 
 PREPROCESSING_FN = "trainer_module.preprocessing.preprocessing_fn"
 RUN_FN = "trainer_module.train.run_fn"
@@ -119,7 +119,7 @@ def create_pipeline(
             "epochs": config.epochs,
             # Compiled as a training metric too: the report holds it on train and eval, and the
             # trivial baseline's score on it.
-            train.BLESSING_METRIC_KEY: spec.blessing.metric,
+            features.BLESSING_METRIC_KEY: spec.blessing.metric,
             "batch_size": config.batch_size,
             "learning_rate": config.learning_rate,
             "hidden_units": list(config.hidden_units),
@@ -350,7 +350,7 @@ def blessing_threshold(config: PipelineConfig) -> tfma.MetricThreshold:
             lower_bound=bound) if higher else tfma.GenericValueThreshold(upper_bound=bound))
     if config.max_metric_drop is not None:
         # A candidate may trail the baseline by this much (the epsilon keeps an exact tie in).
-        allowed = config.max_metric_drop + 1e-10
+        allowed = config.max_metric_drop + evaluator_keys.CHANGE_TIE_MARGIN
         threshold.change_threshold.CopyFrom(tfma.GenericChangeThreshold(
             direction=tfma.MetricDirection.HIGHER_IS_BETTER if higher else tfma.MetricDirection.LOWER_IS_BETTER,
             absolute={"value": -allowed if higher else allowed},

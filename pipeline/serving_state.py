@@ -32,21 +32,19 @@ def reconcile_serving(config: PipelineConfig, store: metadata_store.MetadataStor
 
 
 def dataset_of_model(config: PipelineConfig, model_name: str) -> str | None:
-    """The dataset (a built-in's name or a file's path) of the newest run recorded for the
-    model in any of the workspace's stores; None when no run recorded it (runs before
-    turbotfx kept it)."""
-    from pipeline.provenance import run_state
-    from pipeline.provenance.lineage import RUN_CONTEXT
+    """The dataset file the model's newest push was trained from (its Trainer recorded the
+    path), over every store of the workspace; None when no push of it is recorded."""
+    from pipeline.provenance import lineage
 
     newest, dataset = -1, None
-    for path in sorted(config.metadata_path.parent.glob("*.sqlite")):
+    for path in config.workspace_store_paths:
         try:
             store = connection.open_store(sqlite_url(path), create=False)
         except ConfigError:  # damaged: its own commands say so
             continue
-        for run in store.get_contexts_by_type(RUN_CONTEXT):
-            if run_state.recorded_model_name(run) == model_name and run.create_time_since_epoch > newest:
-                newest, dataset = run.create_time_since_epoch, run_state.recorded_dataset(run)
+        found = lineage.dataset_file_of_latest_push(store, model_name)
+        if found is not None and found[0] > newest:
+            newest, dataset = found
     return dataset
 
 
@@ -55,7 +53,7 @@ def _other_workspace_stores(config: PipelineConfig) -> Iterator[tuple[str, metad
     (metadata/<name>.sqlite) and pushes into the same serving directory."""
     current = parse_url(config.metadata_store_url)
     current_path = Path(current.path).resolve() if current.scheme == "sqlite" else None
-    for path in sorted(config.metadata_path.parent.glob("*.sqlite")):
+    for path in config.workspace_store_paths:
         if path.resolve() == current_path:
             continue
         url = sqlite_url(path)

@@ -113,14 +113,34 @@ def test_the_value_bound_is_never_looser_than_the_trivial_baseline(threshold, tr
     assert (bound.value, bound.source) == (pytest.approx(expected, abs=1e-12), source)
 
 
-def test_an_error_metric_without_a_threshold_gets_the_trivial_baseline_as_its_upper_bound(tmp_path):
+def _regression_dataset(tmp_path, threshold: float | None):
     dataset = tmp_path / "reg.toml"
     builtin = PipelineConfig().spec
+    bound = "" if threshold is None else f"threshold = {threshold}\n"
     dataset.write_text(
         f'name = "reg"\ngenerate = "penguins"\nlabel = "body_mass_g"\ntask = "regression"\n'
         f'schema = "{builtin.schema}"\n[features]\nbill_length_mm = "numeric"\n'
-        '[blessing]\nmetric = "rmse"\nmax_drop = 50.0\n')
-    [value_threshold], bound = _bounds(PipelineConfig(dataset=str(dataset)), 800.0)
+        f'[blessing]\nmetric = "rmse"\nmax_drop = 50.0\n{bound}')
+    return PipelineConfig(dataset=str(dataset))
+
+
+@pytest.mark.parametrize("threshold, expected, source", [
+    (None, 800.0 - reporting_evaluator.TIE_MARGIN, evaluator_keys.BOUND_FROM_TRIVIAL),  # no threshold: the constant's
+    (900.0, 800.0 - reporting_evaluator.TIE_MARGIN, evaluator_keys.BOUND_FROM_TRIVIAL),  # looser than a constant
+    (600.0, 600.0, evaluator_keys.BOUND_FROM_THRESHOLD),  # stricter: kept
+])
+def test_an_error_metric_is_bounded_above_by_the_smaller_of_threshold_and_trivial(tmp_path, threshold, expected,
+                                                                                   source):
+    [value_threshold], bound = _bounds(_regression_dataset(tmp_path, threshold), 800.0)
     assert value_threshold.HasField("upper_bound") and not value_threshold.HasField("lower_bound")
-    assert value_threshold.upper_bound.value == pytest.approx(800.0 - reporting_evaluator.TIE_MARGIN)
-    assert bound.source == evaluator_keys.BOUND_FROM_TRIVIAL
+    assert value_threshold.upper_bound.value == pytest.approx(expected, abs=1e-12)
+    assert (bound.value, bound.source) == (pytest.approx(expected, abs=1e-12), source)
+
+
+def test_a_metric_that_could_not_be_computed_still_names_its_bound(tmp_path):
+    bound = reporting_evaluator.Bound(33.0, evaluator_keys.BOUND_FROM_THRESHOLD)
+    run = _run(tmp_path, "root_mean_squared_error", 35.2, trivial=41.7, bound=bound,
+               failures=[{"kind": "value", "value": float("nan"), "bound": 33.0}])
+    assert run.verdict.reasons(None) == [
+        "rmse could not be computed on the eval split (n/a), so it meets no bound (--blessing-threshold)"]
+    json.dumps(summary.finite_or_none(run.as_json()), allow_nan=False)

@@ -16,6 +16,9 @@ BINARY, MULTICLASS, REGRESSION = "binary", "multiclass", "regression"
 TASKS = (BINARY, MULTICLASS, REGRESSION)
 # The custom_config entry (Transform and Trainer) holding FeatureSpec.to_config().
 CONFIG_KEY = "features"
+# The Trainer custom_config entry naming the dataset file's blessing metric (accuracy, auc,
+# rmse or mae); also the report entry that names it.
+BLESSING_METRIC_KEY = "blessing_metric"
 # Categorical features with at most this many ids (vocabulary + OOV) are one-hot
 # encoded; larger vocabularies get an embedding.
 ONE_HOT_MAX_IDS = 64

@@ -34,9 +34,6 @@ from trainer_module.features import FeatureSpec
 autograph.skip_library_conversion()
 
 REPORT_FILE = "training_report.json"
-# The Trainer custom_config entry naming the dataset file's blessing metric (accuracy, auc,
-# rmse or mae); also the report entry that names it.
-BLESSING_METRIC_KEY = "blessing_metric"
 # Report entries: the model's blessing metric on the whole train split and on the eval split
 # (components/reporting_trainer/keys.py names the Model properties they become).
 TRAIN_METRIC = "train_metric"
@@ -206,12 +203,12 @@ def run_fn(fn_args: FnArgs) -> None:
                     steps_per_execution=hparams["steps_per_execution"],
                     accumulation_steps=hparams["accumulation_steps"],
                     optimizer=optimizer,
-                    blessing_metric=hparams[BLESSING_METRIC_KEY],
+                    blessing_metric=hparams[features.BLESSING_METRIC_KEY],
                     **label_scale,
                 )
             results = fit_and_evaluate(classifier, train_ds, eval_ds, hparams, run_dir, global_batch_size, steps)
             results |= blessing_yardsticks(classifier, fn_args, tf_transform_output, spec,
-                                           hparams[BLESSING_METRIC_KEY], global_batch_size)
+                                           hparams[features.BLESSING_METRIC_KEY], global_batch_size)
         finally:
             keras.mixed_precision.set_global_policy("float32")
 
@@ -319,7 +316,7 @@ def fit_and_evaluate(
     the training steps); returns the measured figures for the training report."""
     counter = StepCounter(global_batch_size)
     started = time.perf_counter()
-    blessing = hparams.get(BLESSING_METRIC_KEY) or model.training_metric(hparams["task"])
+    blessing = hparams.get(features.BLESSING_METRIC_KEY) or model.training_metric(hparams["task"])
     history = classifier.fit(
         train_ds.repeat() if steps.train else train_ds,
         epochs=hparams["epochs"],
@@ -484,7 +481,7 @@ def hyperparameters(custom_config: dict[str, Any]) -> dict[str, Any]:
     return {
         "task": task,
         # The dataset file's blessing metric; without one, the task's training metric.
-        BLESSING_METRIC_KEY: str(custom_config.get(BLESSING_METRIC_KEY) or model.training_metric(task)),
+        features.BLESSING_METRIC_KEY: str(custom_config.get(features.BLESSING_METRIC_KEY) or model.training_metric(task)),
         "epochs": int(custom_config.get("epochs", 20)),
         "batch_size": int(custom_config.get("batch_size", 32)),
         "learning_rate": float(custom_config.get("learning_rate", 0.01)),

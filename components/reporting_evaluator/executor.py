@@ -157,7 +157,9 @@ def record_verdict(evaluation: types.Artifact, trivial: Trivial | None, bound: B
     if bound is not None:
         evaluation.set_float_custom_property(VALUE_BOUND, bound.value)
         evaluation.set_string_custom_property(VALUE_BOUND_SOURCE, bound.source)
-    failures = [f for f in failures if all(math.isfinite(f[key]) for key in ("value", "bound"))]
+    # A NaN value (a diverged model) still broke its bound: kept, as null (MySQL takes no NaN).
+    failures = [{key: value if not isinstance(value, float) or math.isfinite(value) else None
+                 for key, value in failure.items()} for failure in failures]
     evaluation.set_string_custom_property(VALIDATION_FAILURES, json_property(failures))
 
 

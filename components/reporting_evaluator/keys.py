@@ -60,8 +60,13 @@ VALUE_BOUND = "value_bound"
 VALUE_BOUND_SOURCE = "value_bound_source"
 BOUND_FROM_THRESHOLD, BOUND_FROM_TRIVIAL = "threshold", "trivial baseline"
 VALIDATION_FAILURES = "validation_failures"
-# TFMA metric classes where lower is better (errors); the others are scores.
-LOWER_IS_BETTER_CLASSES = ("RootMeanSquaredError", "MeanAbsoluteError")
+# Which way each blessing metric is better (errors lower, scores higher), and the TFMA metric
+# classes where lower is better.
+HIGHER_IS_BETTER = {"accuracy": True, "auc": True, "rmse": False, "mae": False}
+LOWER_IS_BETTER_CLASSES = tuple(METRIC_CLASS_NAMES[m] for m, higher in HIGHER_IS_BETTER.items() if not higher)
+# A change threshold lets a candidate trail the baseline by max_drop plus this, so that an
+# exact tie passes (pipeline.blessing_threshold); the verdict takes it off again.
+CHANGE_TIE_MARGIN = 1e-10
 
 
 # TFMA's own sub-key spellings, which a label value must not be mistaken for.

@@ -139,10 +139,10 @@ def add_pipeline_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--learning-rate", type=float,
                         help=f"Adam learning rate (default: {_per_dataset('learning_rate')})")
     # --min-accuracy / --max-accuracy-drop: the names from before dataset files, kept working.
-    parser.add_argument("--blessing-threshold", "--min-accuracy", type=float, dest="blessing_threshold",
+    parser.add_argument(config_lib.BLESSING_THRESHOLD_FLAG, "--min-accuracy", type=float, dest="blessing_threshold",
                         help="bound on the dataset file's blessing metric: the least accuracy or AUC, "
                              "the largest RMSE or MAE (default: the file's [blessing] threshold)")
-    parser.add_argument("--max-metric-drop", "--max-accuracy-drop", type=float, dest="max_metric_drop",
+    parser.add_argument(config_lib.MAX_METRIC_DROP_FLAG, "--max-accuracy-drop", type=float, dest="max_metric_drop",
                         help="how much worse than the last blessed model a model may be on that metric "
                              "(default: the file's [blessing] max_drop)")
     parser.add_argument("--keep-versions", type=int,
@@ -262,8 +262,7 @@ def query_store_urls(args: argparse.Namespace) -> list[str]:
     holds every dataset's runs, and each --pipeline-name keeps its own (metadata/<name>.sqlite)."""
     if args.metadata_url:
         return [args.metadata_url]
-    directory = workspace_config(args).metadata_path.parent
-    return [sqlite_url(path) for path in sorted(directory.glob("*.sqlite"))]
+    return [sqlite_url(path) for path in workspace_config(args).workspace_store_paths]
 
 
 def store_from_args(args: argparse.Namespace) -> metadata_store.MetadataStore:

@@ -29,9 +29,10 @@ class Console:
     it ends.
     """
 
-    def __init__(self, stream: IO[str], tick_s: float = 1.0) -> None:
+    def __init__(self, stream: IO[str], tick_s: float = 1.0, rewrite: bool = True) -> None:
         self.stream = stream
-        self._interactive = stream.isatty()
+        # rewrite=False (verbose: library logs share the terminal) gets whole lines too.
+        self._interactive = rewrite and stream.isatty()
         self._started: dict[str, float] = {}
         self.current: str | None = None
         self._tick_s = tick_s
@@ -151,7 +152,7 @@ def session(log_path: Path, verbose: bool, user_fd: int = 1) -> Iterator[Console
     sys.stdout.flush()
     sys.stderr.flush()
     user_stream = os.fdopen(os.dup(user_fd), "w", buffering=1)
-    console = Console(user_stream)
+    console = Console(user_stream, rewrite=not verbose)
     component_progress = _ComponentProgress(console)
     log_file = open(log_path, "a", buffering=1)
     saved_fds = None

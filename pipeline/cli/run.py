@@ -21,8 +21,8 @@ if TYPE_CHECKING:
     from pipeline.provenance.summary import RunSummary
     from pipeline.runners.beam_args import BeamOptions
 
-# The run completed but its model was not blessed, so nothing was pushed (errors exit 1,
-# bad input 2): a script can tell "no new model" from "broken".
+# The run completed but pushed nothing: the Evaluator did not bless the model, or the serving
+# check failed it (errors exit 1, bad input 2): a script can tell "no new model" from "broken".
 NOT_BLESSED_EXIT = 3
 
 
@@ -43,7 +43,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     run.add_argument("--json", action="store_true",
                      help="print the run's summary as one JSON document on stdout (progress goes to stderr)")
     run.add_argument("--allow-unblessed", action="store_true",
-                     help=f"exit 0 when the model is not blessed (default: exit {NOT_BLESSED_EXIT})")
+                     help="exit 0 when the model is not blessed or fails the serving check "
+                          f"(default: exit {NOT_BLESSED_EXIT})")
     run.set_defaults(handler=handle)
 
 
@@ -100,8 +101,7 @@ def _run(config: PipelineConfig, verbose: bool, beam: BeamOptions | None, json_o
         failure = None
         try:
             with _terminate_as_interrupt():
-                run_state.begin(store, config.pipeline_name, run_id, config.model_name,
-                                config.dataset_reference)
+                run_state.begin(store, config.pipeline_name, run_id, config.model_name)
                 described = local.run(config, data_root, run_id, beam)
             console.line(f"  beam: {described}")
         except KeyboardInterrupt:
@@ -129,20 +129,33 @@ def _run(config: PipelineConfig, verbose: bool, beam: BeamOptions | None, json_o
         _print_json(summary, wall_s, error)
     if error is not None:
         return 1
-    if summary and summary.blessed is False:
-        reasons = summary.verdict.reasons(summary.blessing_value)
-        print(f"turbotfx: not blessed, so nothing was pushed: {'; '.join(reasons) or 'see the evaluation above'}"
-              f" (exit {NOT_BLESSED_EXIT}; --allow-unblessed exits 0)", file=sys.stderr)
+    withheld = _why_nothing_was_pushed(summary) if summary else None
+    if withheld:
+        print(f"turbotfx: {withheld}, so nothing was pushed (exit {NOT_BLESSED_EXIT}; --allow-unblessed exits 0)",
+              file=sys.stderr)
         return NOT_BLESSED_EXIT
     return 0
+
+
+def _why_nothing_was_pushed(summary: RunSummary) -> str | None:
+    """Why a completed run pushed no model: not blessed (each bound broken), or the serving
+    check failed; None when it pushed."""
+    if summary.blessed is False:
+        reasons = summary.verdict.reasons(summary.blessing_value)
+        return f"not blessed: {'; '.join(reasons) or 'see the evaluation'}"
+    if summary.serving_check and not summary.serving_check["passed"]:
+        return "the serving check failed: " + "; ".join(summary.serving_check["problems"] or ["see the log"])
+    return None
 
 
 def _print_json(summary: RunSummary | None, wall_s: float, error: str | None) -> None:
     import json
 
+    from pipeline.provenance.summary import finite_or_none
+
     document = summary.as_json() if summary else {}
     document.update({"wall_s": round(wall_s, 1), "error": error})
-    print(json.dumps(document, indent=2, allow_nan=False))
+    print(json.dumps(finite_or_none(document), indent=2, allow_nan=False))
 
 
 def _recover(config: PipelineConfig):

@@ -113,7 +113,8 @@ def _chosen_models(args: argparse.Namespace, every_model: bool = False, needs_da
     chosen = []
     for name in models:
         dataset = serving_state.dataset_of_model(workspace, name) if needs_dataset else None
-        if needs_dataset and dataset is None and name != workspace.model_name:
+        # Workspaces from before runs recorded their dataset file ran the default dataset.
+        if needs_dataset and dataset is None and name != PipelineConfig(home=workspace.home).model_name:
             raise ConfigError(f"no run in this workspace records the dataset of model {name!r}; "
                               "give its dataset file with --dataset FILE")
         chosen.append(PipelineConfig(home=workspace.home, model_name=name, **({"dataset": dataset} if dataset else {})))

@@ -16,6 +16,7 @@ from typing import Any
 
 import tomli
 
+from components.reporting_evaluator import keys as evaluator_keys
 from pipeline.errors import ConfigError
 from trainer_module import features
 from trainer_module.features import BINARY, MULTICLASS, REGRESSION, TASKS, Categorical, FeatureSpec
@@ -28,7 +29,7 @@ ROLES = ("numeric", "categorical", "ignore")
 # Where a built-in's rows come from when no data root is given (see pipeline/data.py).
 GENERATORS = ("penguins", "synthetic")
 # Blessing metrics and which way is better; a task's metrics are the ones TFMA computes for it.
-HIGHER_IS_BETTER = {"accuracy": True, "auc": True, "rmse": False, "mae": False}
+HIGHER_IS_BETTER = evaluator_keys.HIGHER_IS_BETTER
 TASK_METRICS = {BINARY: ("accuracy", "auc"), MULTICLASS: ("accuracy",), REGRESSION: ("rmse", "mae")}
 # A regression has no task-wide bound (it is in the label's units): `init` writes the
 # label's standard deviation, the error of always predicting the mean.

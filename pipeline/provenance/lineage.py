@@ -185,6 +185,18 @@ def latest_push(store: metadata_store.MetadataStore, model_name: str | None = No
     return None
 
 
+def dataset_file_of_latest_push(store: metadata_store.MetadataStore, model_name: str) -> tuple[int, str] | None:
+    """(when, the dataset file's path) of the model's newest push, as its Trainer recorded it."""
+    pushed = latest_push(store, model_name)
+    if pushed is None:
+        return None
+    model = _model_from_artifact(store, TypeNames(store), pushed)
+    producers = [e.execution_id for e in store.get_events_by_artifact_ids([model.id]) if e.type == OUTPUT]
+    trainers = store.get_executions_by_id(producers[:1]) if producers else []
+    path = dataset_of(trainers[0])["file"] if trainers else None
+    return (pushed.create_time_since_epoch, path) if path else None
+
+
 def has_push_version(store: metadata_store.MetadataStore, version: str) -> bool:
     try:
         _pushed_model_by_version(store, version)

@@ -17,23 +17,20 @@ ABORTED_MARK = "turbotfx_aborted"
 # On the run's context: where a `turbotfx run` got to.
 RUN_STATE = "turbotfx_run_state"
 RUNNING, FINISHED, ABORTED = "running", "finished", "aborted"
-# On the run's context: the model (serving directory) and the dataset (a built-in's name or
-# the dataset file's path) it ran for, so a run is placed even when it failed early.
+# On the run's context: the model (serving directory) it ran for, so `runs` places a run even
+# when it failed before the Trainer.
 RUN_MODEL_NAME = "turbotfx_model_name"
-RUN_DATASET = "turbotfx_dataset"
 
 
 def begin(store: metadata_store.MetadataStore, pipeline_name: str, run_id: str,
-          model_name: str | None = None, dataset: str | None = None) -> None:
+          model_name: str | None = None) -> None:
     """Registers the run's context, marked running and under its pipeline's (as TFX links
-    them), with the model and dataset it is for, before its first component starts."""
+    them), with the model it is for, before its first component starts."""
     pipeline_id = _context_id(store, PIPELINE_CONTEXT, pipeline_name)
     run = mlmd_pb.Context(type_id=_context_type_id(store, RUN_CONTEXT), name=run_id)
     run.custom_properties[RUN_STATE].string_value = RUNNING
     if model_name:
         run.custom_properties[RUN_MODEL_NAME].string_value = model_name
-    if dataset:
-        run.custom_properties[RUN_DATASET].string_value = dataset
     [run_context_id] = store.put_contexts([run])
     store.put_parent_contexts([mlmd_pb.ParentContext(child_id=run_context_id, parent_id=pipeline_id)])
 
@@ -62,11 +59,6 @@ def finish(store: metadata_store.MetadataStore, run_id: str) -> None:
 def recorded_model_name(run: mlmd_pb.Context) -> str | None:
     """The model a run was for; None for a run recorded before turbotfx kept it."""
     return run.custom_properties[RUN_MODEL_NAME].string_value if RUN_MODEL_NAME in run.custom_properties else None
-
-
-def recorded_dataset(run: mlmd_pb.Context) -> str | None:
-    """The dataset a run was for: a built-in's name or a dataset file's path."""
-    return run.custom_properties[RUN_DATASET].string_value if RUN_DATASET in run.custom_properties else None
 
 
 def recorded_state(run: mlmd_pb.Context) -> str | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
+import math
 from typing import Any
 
 from ml_metadata.metadata_store import metadata_store
@@ -79,6 +80,9 @@ class RunSummary:
             "metrics": self.metrics,
             "metric_changes": self.metric_changes,
             "slice_metrics": self.slice_metrics,
+            "undefined_metrics": self.undefined_metrics,
+            "slice_undefined": self.slice_undefined,
+            "confusion_matrix": self.confusion_matrix,
             "verdict": self.verdict.as_dict(self.blessing_value, self.blessed),
             "serving_check": self.serving_check,
             "pushed_path": self.pushed_path,
@@ -274,7 +278,8 @@ CONFUSION_NAME_WIDTH = 16
 def _confusion_lines(matrix: dict[str, Any]) -> list[str]:
     """The confusion matrix as a table: a row per true label, a column per prediction."""
     names = [_cut(evaluator_keys.class_text(name)) for name in matrix["classes"]]
-    if matrix["left_out"]:
+    if len(matrix["counts"]) > len(names):
+        # Classes left out, or labels outside the vocabulary (an eval value train never had).
         names.append("(other)")
     counts = matrix["counts"]
     width = max(len(name) for name in [*names, *(str(n) for row in counts for n in row)])
@@ -287,6 +292,17 @@ def _confusion_lines(matrix: dict[str, Any]) -> list[str]:
     if matrix["left_out"]:
         lines.append(f"    (other): {matrix['left_out']} classes left out, with fewer rows; their counts together")
     return lines
+
+
+def finite_or_none(value: Any) -> Any:
+    """value with every NaN or infinity (a diverged model's metric) as None: JSON has neither."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: finite_or_none(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_or_none(item) for item in value]
+    return value
 
 
 def _cut(name: str) -> str:

@@ -12,11 +12,10 @@ from ml_metadata.proto import metadata_store_pb2 as mlmd_pb
 from components.reporting_evaluator import keys as evaluator_keys
 from components.reporting_trainer import keys as trainer_keys
 from components.reporting_trainer.keys import from_json_property
+from pipeline.config import BLESSING_THRESHOLD_FLAG as VALUE_FLAG
+from pipeline.config import MAX_METRIC_DROP_FLAG as CHANGE_FLAG
 
-# The flag that sets each bound (`turbotfx run`; the dataset file's [blessing] keys).
-VALUE_FLAG, CHANGE_FLAG = "--blessing-threshold", "--max-metric-drop"
 _SHORT_NAMES = {recorded: short for short, recorded in evaluator_keys.METRIC_NAMES.items()}
-_LOWER_IS_BETTER = ("rmse", "mae")
 
 
 @dataclasses.dataclass
@@ -32,7 +31,7 @@ class Verdict:
 
     @property
     def higher_is_better(self) -> bool:
-        return self.metric not in _LOWER_IS_BETTER
+        return evaluator_keys.HIGHER_IS_BETTER.get(self.metric or "", True)
 
     def read_evaluation(self, artifact: mlmd_pb.Artifact) -> None:
         properties = artifact.custom_properties
@@ -61,8 +60,11 @@ class Verdict:
         metric = self.metric or "the blessing metric"
         reasons = []
         for failure in self.failures:
-            if failure["kind"] == "change":
-                allowed = abs(failure["bound"]) - 1e-10  # pipeline.blessing_threshold's epsilon
+            if failure["value"] is None:  # NaN: a diverged model, or a metric the split leaves undefined
+                flag = CHANGE_FLAG if failure["kind"] == "change" else VALUE_FLAG
+                reasons.append(f"{metric} could not be computed on the eval split (n/a), so it meets no bound ({flag})")
+            elif failure["kind"] == "change":
+                allowed = abs(failure["bound"]) - evaluator_keys.CHANGE_TIE_MARGIN
                 worse = -failure["value"] if self.higher_is_better else failure["value"]
                 against = f"model {self.baseline_model_id}" if self.baseline_model_id else "the served model"
                 verb = "dropped" if self.higher_is_better else "rose"
@@ -80,7 +82,7 @@ class Verdict:
     def trivial_answer(self) -> str:
         if self.metric == "auc":
             return "a constant score"
-        if self.metric in _LOWER_IS_BETTER:
+        if not self.higher_is_better:
             return f"always {self.trivial_prediction}"
         return f"always {self.trivial_prediction!r}"
 
@@ -97,9 +99,11 @@ class Verdict:
             lines.append(f"  {'this model':<40} {value:.4f}  (train/eval gap {gap:+.4f})")
         else:
             lines.append(f"  {'this model':<40} {value:.4f}")
+        served = f"served baseline, model {self.baseline_model_id}" if self.baseline_model_id else "served baseline"
         if baseline_change is not None:
-            served = f"served baseline, model {self.baseline_model_id}" if self.baseline_model_id else "served baseline"
             lines.append(f"  {served:<40} {value - baseline_change:.4f}  (this model {baseline_change:+.4f})")
+        elif self.baseline_model_id:
+            lines.append(f"  {served:<40} n/a (no change comparable with this model)")
         else:
             lines.append(f"  {'served baseline':<40} none of this dataset yet")
         return lines

@@ -76,9 +76,11 @@ def test_two_datasets_in_one_workspace(first_run_copy: CliResult, tmp_path: Path
         (SPEND_MODEL, spend_second), (SPEND_MODEL, spend_first), ("penguins", penguins_run["model_id"])]
     assert SPEND_MODEL in turbotfx("runs", home=home).output
 
-    # lineage --latest: the newest push overall, or the newest of the model named.
-    assert _json(turbotfx("lineage", "--latest", "--format", "json", home=home))["model"]["id"] in (
-        spend_first, spend_second)
+    # lineage --latest: the newest push overall (a spend model: the second if it was blessed),
+    # or the newest of the model named.
+    newest_push = next(r["model_id"] for r in listed if r["pushed_version"])
+    assert newest_push in (spend_first, spend_second)
+    assert _json(turbotfx("lineage", "--latest", "--format", "json", home=home))["model"]["id"] == newest_push
     penguins = _json(turbotfx("lineage", "--latest", "--model-name", "penguins", "--format", "json", home=home))
     assert penguins["model"]["id"] == penguins_run["model_id"]
     assert f"({SPEND_MODEL})" in turbotfx("lineage", "--latest", "--model-name", SPEND_MODEL, home=home).output
