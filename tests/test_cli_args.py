@@ -14,7 +14,9 @@ from pipeline.runners.beam_args import BeamOptions
 # Flags of `run` that set something other than one field of the same meaning.
 # Flags that say where Beam runs: BeamOptions, not PipelineConfig.
 BEAM_FLAGS = {"beam_runner", "spark_master", "spark_job_server_jar", "job_endpoint", "worker_pool", "beam_arg"}
-SPECIAL = {"split", "scale_learning_rate", "no_cache", "verbose", "handler", "command"} | BEAM_FLAGS
+# Flags of how `run` reports, not what it runs.
+OUTPUT_FLAGS = {"json", "allow_unblessed"}
+SPECIAL = {"split", "scale_learning_rate", "no_cache", "verbose", "handler", "command"} | BEAM_FLAGS | OUTPUT_FLAGS
 
 
 def subparser(name: str):

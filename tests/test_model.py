@@ -110,7 +110,9 @@ def test_accumulation_runs_micro_batches_and_keeps_embedding_gradients_sparse():
     assert {gradient_kinds[name] for name in embedding_names} == {"IndexedSlices"}
     assert {kind for name, kind in gradient_kinds.items() if name not in embedding_names} == {"EagerTensor"}
     for after_plain, after_accumulated in zip(plain.get_weights(), accumulating.get_weights()):
-        np.testing.assert_allclose(after_plain, after_accumulated, rtol=1e-4, atol=1e-6)
+        # Summation order differs between one batch and its micro-batches (a few 1e-6 seen
+        # once under load); a wrong accumulation moves weights by orders of magnitude more.
+        np.testing.assert_allclose(after_plain, after_accumulated, rtol=1e-4, atol=1e-5)
     assert any(not np.allclose(a, b) for a, b in zip(initial, accumulating.get_weights()))
 
 

@@ -13,6 +13,7 @@ from ml_metadata.proto import metadata_store_pb2 as mlmd_pb
 from components.atomic_pusher import keys as pusher_keys
 from pipeline.provenance import pushes, run_state, runs, summary
 from pipeline.store import connection
+from pipeline.store.connection import open_store
 from pipeline.store.url import sqlite_url
 from tests.test_run_summary import Store, pushed_model
 
@@ -28,7 +29,7 @@ def labelled_push(version: str, stable: int, model: str = "penguins"):
 
 
 def test_history_has_every_pushed_version_and_the_latest_labels(tmp_path) -> None:
-    store = Store(tmp_path / "store.sqlite")
+    store = Store(open_store(sqlite_url(tmp_path / "store.sqlite")))
     run = store.run("run-1")
     store.execution(run, PUSHER, outputs=[labelled_push("100", stable=100)])
     store.execution(run, PUSHER, outputs=[labelled_push("200", stable=100)])
@@ -47,7 +48,7 @@ def test_history_has_every_pushed_version_and_the_latest_labels(tmp_path) -> Non
 
 
 def test_an_unfinished_pusher_marks_a_push_in_flight_only_while_a_run_may_live(tmp_path) -> None:
-    store = Store(tmp_path / "store.sqlite")
+    store = Store(open_store(sqlite_url(tmp_path / "store.sqlite")))
     run = store.run("run-1")
     store.execution(run, PUSHER, state=mlmd_pb.Execution.RUNNING)
     [execution] = store.mlmd.get_executions()
@@ -57,7 +58,7 @@ def test_an_unfinished_pusher_marks_a_push_in_flight_only_while_a_run_may_live(t
 
 
 def test_aborting_marks_only_the_unfinished_executions(tmp_path) -> None:
-    store = Store(tmp_path / "store.sqlite")
+    store = Store(open_store(sqlite_url(tmp_path / "store.sqlite")))
     done, killed = store.run("run-1"), store.run("run-2")
     store.execution(done, "Trainer")
     store.execution(killed, "Trainer")
@@ -76,7 +77,7 @@ def test_aborting_marks_only_the_unfinished_executions(tmp_path) -> None:
 
 
 def test_a_run_interrupted_between_two_components_is_aborted(tmp_path) -> None:
-    store = Store(tmp_path / "store.sqlite")
+    store = Store(open_store(sqlite_url(tmp_path / "store.sqlite")))
     run = store.run("run-1")
     store.execution(run, "Trainer")  # finished; Ctrl-C came before the next one started
     assert summary.latest_run(store.mlmd, "turbotfx").status == "COMPLETE"
@@ -99,7 +100,7 @@ def test_a_run_may_be_live_only_while_its_process_is(tmp_path) -> None:
 
 
 def test_a_run_killed_between_two_components_is_aborted_once_no_process_holds_the_store(tmp_path) -> None:
-    store = Store(tmp_path / "store.sqlite")
+    store = Store(open_store(sqlite_url(tmp_path / "store.sqlite")))
     run_state.begin(store.mlmd, "turbotfx", "run-1")  # what `turbotfx run` registers before TFX starts
     run = store.mlmd.get_context_by_type_and_name("pipeline_run", "run-1").id
     assert runs.list_runs(store.mlmd, pipeline_name="turbotfx")[0]["run_id"] == "run-1"  # under its pipeline
@@ -115,7 +116,7 @@ def test_a_run_killed_between_two_components_is_aborted_once_no_process_holds_th
 
 
 def test_a_pusher_unfinished_for_longer_than_a_push_takes_is_not_in_flight(tmp_path, monkeypatch) -> None:
-    store = Store(tmp_path / "store.sqlite")
+    store = Store(open_store(sqlite_url(tmp_path / "store.sqlite")))
     store.execution(store.run("run-1"), PUSHER, state=mlmd_pb.Execution.RUNNING)
     assert pushes.push_history(store.mlmd, "penguins", live_runs_possible=True).in_flight_since is not None
     monkeypatch.setattr(pushes, "PUSH_IN_FLIGHT_LIMIT_S", -60)  # as if it had started an hour ago
@@ -136,7 +137,7 @@ def test_every_store_of_the_workspace_vouches_for_its_pushes(tmp_path) -> None:
     stores = {}
     for config in (first_config, other_config):
         version, _, labels = publish.push_and_label(source, config.serving_dir, {})
-        stores[config.pipeline_name] = Store(config.metadata_path)
+        stores[config.pipeline_name] = Store(open_store(sqlite_url(config.metadata_path)))
         stores[config.pipeline_name].execution(stores[config.pipeline_name].run("run-1"), PUSHER,
                                                outputs=[labelled_push(str(version), stable=labels["stable"])])
     versions = push_lib.versions(first_config.serving_dir)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.cli.run import NOT_BLESSED_EXIT
 from pipeline.store.url import PASSWORD_ENV_VAR
 from tests.conftest import FAST_RUN_ARGS, CliResult, turbotfx
 
@@ -49,9 +50,9 @@ def two_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
         database = server.create_database()
         store_args, env = ("--metadata-url", database.url()), {PASSWORD_ENV_VAR: database.password}
     workspace = Workspace(backend, tmp_path_factory.mktemp(f"lineage-{backend}"), store_args, env)
-    for extra in ((), ("--learning-rate", TINY_LEARNING_RATE)):
+    for extra, exit_code in (((), 0), (("--learning-rate", TINY_LEARNING_RATE), NOT_BLESSED_EXIT)):
         result = workspace.cli("run", *FAST_RUN_ARGS, *extra)
-        assert result.exit_code == 0, result.output
+        assert result.exit_code == exit_code, result.output  # the second model is not blessed
         assert ("cache: off on a PostgreSQL store" in result.output) == (backend == "postgresql")
     return workspace
 
