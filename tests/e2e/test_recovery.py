@@ -117,8 +117,9 @@ def test_a_full_disk_at_the_push_leaves_no_trace_and_the_rerun_compares_with_the
     output = full.stdout + full.stderr
     assert "exit=1" in output, output
     assert "Pusher failed: no space left on the device" in output and "Traceback" not in output, output
-    # What the script listed after the run's own output (whose summary holds numbers too).
-    listing, _, config_text = full.stdout.rpartition("exit=")[2].partition("---")
+    # What the script listed after the run's own output
+    # (the line after "exit=N"; the summary holds numbers too).
+    listing, _, config_text = full.stdout.rpartition("exit=")[2].partition("\n")[2].partition("---")
     assert {n for n in listing.split() if n.isdigit()} == before  # no new version, no orphan
     assert config_text.strip() == config_before.decode().strip()
     assert _runs(home)[0]["pushed_version"] is None
