@@ -104,10 +104,11 @@ def _store_with_push(args: argparse.Namespace):
     answer names what is missing."""
     from pipeline.provenance import lineage
 
-    default = cli_args.store_from_args(args) if cli_args.query_store_url(args) else None
+    default_url = cli_args.query_store_url(args)
+    default = cli_args.open_query_store(default_url) if default_url else None
     found, newest = None, -1
     for url in cli_args.query_store_urls(args):
-        store = default if url == cli_args.query_store_url(args) else _workspace_store(url)
+        store = default if url == default_url else _workspace_store(url)
         if store is None:
             continue
         if args.latest:

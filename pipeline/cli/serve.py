@@ -96,7 +96,7 @@ def _chosen_models(args: argparse.Namespace, every_model: bool = False, needs_da
     """The model --dataset or --model-name names; else the workspace's only served model;
     every one of several when every_model, else a ConfigError asking which. A workspace
     serving nothing gets the default dataset's. needs_dataset (rows to predict): the config
-    carries the dataset the model's newest run recorded."""
+    carries the dataset file the model's newest push was trained from."""
     from pipeline import serving_state
     from pipeline.config import PipelineConfig
     from serving import model_config
@@ -113,10 +113,10 @@ def _chosen_models(args: argparse.Namespace, every_model: bool = False, needs_da
     chosen = []
     for name in models:
         dataset = serving_state.dataset_of_model(workspace, name) if needs_dataset else None
-        # Workspaces from before runs recorded their dataset file ran the default dataset.
+        # A model with no recorded push of a dataset file is taken to be the default dataset's.
         if needs_dataset and dataset is None and name != PipelineConfig(home=workspace.home).model_name:
-            raise ConfigError(f"no run in this workspace records the dataset of model {name!r}; "
-                              "give its dataset file with --dataset FILE")
+            raise ConfigError(f"no push of model {name!r} in this workspace records its dataset file; "
+                              "give it with --dataset FILE")
         chosen.append(PipelineConfig(home=workspace.home, model_name=name, **({"dataset": dataset} if dataset else {})))
     return chosen
 
