@@ -3,7 +3,7 @@
 tensorflow_model_server cannot be installed here, so this serves one SavedModel's
 serving_default with TF's Python runtime behind PredictionService.Predict on 127.0.0.1,
 answering as TF Serving does: every signature output as a typed TensorProto (float_val,
-int64_val, string_val) with its shape. `serving.client.ServingClient(grpc_target=...)`
+int64_val, string_val) with its shape. `serving.client.ServingClient(schema=..., grpc_target=...)`
 talks to it unchanged. Nothing else of TF Serving is here (no REST, no model status or
 metadata, no versions policy): the benchmark times Predict only.
 """

@@ -26,9 +26,10 @@ import tensorflow as tf
 from _loopback_server import LoopbackServing
 
 from pipeline import data
+from pipeline.cli.serve import row_schema
 from pipeline.config import PipelineConfig
 from serving import push
-from serving.client import RowSchema, ServingClient
+from serving.client import ServingClient
 from serving.contract import EXAMPLES_INPUT, LATENCY_BATCH_SIZES, SERVING_DEFAULT, latency_key
 
 
@@ -41,7 +42,7 @@ def main() -> int:
     config = PipelineConfig(home=str(home))
     model_dir = pushed_model(config)
     rows = penguin_rows(config)
-    schema = RowSchema.for_dataset("penguins")
+    schema = row_schema(config.spec)
     serialized = [schema.to_example(row) for row in rows]
     signature = tf.saved_model.load(str(model_dir)).signatures[SERVING_DEFAULT]
     print(f"model {model_dir}; {len(rows)} eval rows")
@@ -60,7 +61,7 @@ def main() -> int:
               f"p99 {results[p99]:.3f} ms")
 
     with LoopbackServing("penguins", int(model_dir.name), model_dir) as server:
-        client = ServingClient(grpc_target=server.grpc_target)
+        client = ServingClient(schema=schema, grpc_target=server.grpc_target)
         stub = client._stub()[0]
         for batch_size in LATENCY_BATCH_SIZES:
             batch_rows = [rows[i % len(rows)] for i in range(batch_size)]
@@ -101,7 +102,7 @@ def pushed_model(config: PipelineConfig) -> Path:
 
 def penguin_rows(config: PipelineConfig) -> list[dict]:
     """Rows of the embedded penguins data, as a client would send them (label left out)."""
-    schema = RowSchema.for_dataset("penguins")
+    schema = row_schema(config.spec)
     rows = schema.rows_from_csv(next(data.prepare_data(config).glob("*.csv")))
     return schema.without_label(rows)[:200]
 

@@ -22,8 +22,9 @@ from google.protobuf import text_format
 from tensorflow_serving.config import model_server_config_pb2
 
 from pipeline.atomic import atomic_path
-from pipeline.errors import ConfigError, first_line
+from pipeline.errors import first_line
 from serving import push
+from serving.errors import ServingConfigError
 
 CONFIG_FILE = "models.config"
 # Beside models.config: a hidden name TF Serving never reads.
@@ -31,10 +32,6 @@ LOCK_FILE = ".models.config.lock"
 STABLE, CANARY = "stable", "canary"
 # Where the serving root is mounted inside the tensorflow/serving container (deploy/).
 SERVER_ROOT = "/models"
-
-
-class ServingConfigError(ConfigError):
-    """A label change that cannot be made (no such version, nothing pushed yet)."""
 
 
 @dataclasses.dataclass

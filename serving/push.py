@@ -16,13 +16,11 @@ import uuid
 from pathlib import Path
 from typing import Iterable
 
+from serving.errors import PushError
+
 TEMP_PREFIX = ".push-"
 # Where versions no push record accounts for are moved: a hidden name TF Serving never loads.
 SET_ASIDE_DIR = ".set-aside"
-
-
-class PushError(Exception):
-    """A push that could not be completed; nothing was left in the model directory."""
 
 
 def versions(model_dir: str | os.PathLike) -> list[int]:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from serving import model_config, publish, push, reconcile
+from serving.errors import ServingConfigError
 from tests.test_serving_push import saved_model
 
 MODEL = "penguins"
@@ -55,7 +56,7 @@ def test_a_damaged_config_is_refused_before_anything_is_copied(tmp_path, garbage
     root.mkdir()
     (root / "models.config").write_bytes(garbage)
     for _ in range(2):  # every retry, too
-        with pytest.raises(model_config.ServingConfigError, match="not a valid TF Serving model config"):
+        with pytest.raises(ServingConfigError, match="not a valid TF Serving model config"):
             publish.push_and_label(source, root / MODEL, {})
     assert not (root / MODEL).exists() or list((root / MODEL).iterdir()) == []
     assert (root / "models.config").read_bytes() == garbage
@@ -75,7 +76,7 @@ def test_a_version_no_record_accounts_for_is_set_aside_and_unserved(tmp_path) ->
     current = model_config.status(root, MODEL)
     assert (current.versions, current.stable, current.canary, current.served) == ([recorded], recorded, recorded,
                                                                                   [recorded])
-    with pytest.raises(model_config.ServingConfigError, match=f"version {orphan} of 'penguins' is not in"):
+    with pytest.raises(ServingConfigError, match=f"version {orphan} of 'penguins' is not in"):
         model_config.promote(root, MODEL, orphan)
     assert "set aside version" in result.messages()[0]
 

@@ -13,8 +13,11 @@ from google.protobuf import text_format
 from tensorflow_metadata.proto.v0 import schema_pb2
 
 from pipeline import data, datasets
+from pipeline.cli.serve import row_schema
 from pipeline.errors import ConfigError
-from serving.client import RowError, RowSchema, ServingClient, ServingClientError
+from serving.client import ServingClient
+from serving.errors import RowError, ServingClientError
+from serving.rows import RowSchema
 from tests.conftest import turbotfx
 
 PENGUINS = datasets.load("penguins")
@@ -74,7 +77,7 @@ def _where(problem: str) -> str:
 def test_every_row_of_the_penguins_data_passes(tmp_path) -> None:
     path = tmp_path / "penguins.csv"
     data.write_penguins_csv(path, PENGUINS)
-    schema = RowSchema.for_dataset("penguins")
+    schema = row_schema(PENGUINS)
     rows = schema.rows_from_csv(path)
     assert len(rows) == 344 and {r["species"] for r in rows} == {"Adelie", "Chinstrap", "Gentoo"}
     assert any(r["sex"] is None for r in rows) and any(r["body_mass_g"] is None for r in rows)
@@ -102,21 +105,21 @@ def test_every_row_of_the_penguins_data_passes(tmp_path) -> None:
                                          "'bill_length_mm'?"),
 ])
 def test_penguin_rows_the_schema_forbids(row, expected) -> None:
-    error = _refused(RowSchema.for_dataset("penguins"), [GENTOO, row])  # the valid row 0 passes
+    error = _refused(row_schema(PENGUINS), [GENTOO, row])  # the valid row 0 passes
     assert len(error.problems) == 1 and error.problems[0].startswith("row 1"), error.problems
     assert expected.replace("row 0", "row 1") in str(error), str(error)
 
 
 def test_a_message_names_what_is_allowed_and_the_fix() -> None:
-    error = _refused(RowSchema.for_dataset("penguins"), [{**GENTOO, "island": "Atlantis"}])
+    error = _refused(row_schema(PENGUINS), [{**GENTOO, "island": "Atlantis"}])
     [line] = str(error).splitlines()
     assert str(PENGUINS.schema) in line and "use one of those values" in line
-    error = _refused(RowSchema.for_dataset("penguins"), [{**GENTOO, "flipper_length_mm": 1500.0}])
+    error = _refused(row_schema(PENGUINS), [{**GENTOO, "flipper_length_mm": 1500.0}])
     assert "from 150 to 250" in str(error) and "check the value and its unit" in str(error)
 
 
 def test_every_problem_of_every_row_is_listed_up_to_a_limit() -> None:
-    schema = RowSchema.for_dataset("penguins")
+    schema = row_schema(PENGUINS)
     error = _refused(schema, [GENTOO, {**GENTOO, "island": "Atlantis", "body_mass_g": 1e308}, {}])
     assert error.problems == [
         error.problems[0], error.problems[1], "row 2 has no feature values (the model uses island, sex, "
@@ -133,7 +136,7 @@ def test_every_problem_of_every_row_is_listed_up_to_a_limit() -> None:
 ])
 def test_no_rows_or_rows_that_are_not_objects(rows, expected) -> None:
     with pytest.raises(ServingClientError, match=expected):
-        RowSchema.for_dataset("penguins").check(rows)
+        row_schema(PENGUINS).check(rows)
 
 
 # --- a schema written here: global and inline domains, open ranges, required features --------
@@ -190,7 +193,7 @@ def test_csv_cells_are_typed_then_checked(tmp_path) -> None:
                      "Gentoo,Biscoe,female,46.1,13.2,211,4500\n"
                      "Adelie,Torgersen,NA,,18.5,,3700\n"
                      "Adelie,Atlantis,male,long,18.5,inf,3700\n")
-    schema = RowSchema.for_dataset("penguins")
+    schema = row_schema(PENGUINS)
     rows = schema.without_label(schema.rows_from_csv(table))
     schema.check(rows[:2])
     error = _refused(schema, rows)
@@ -202,7 +205,7 @@ def test_csv_cells_are_typed_then_checked(tmp_path) -> None:
 
 def test_the_client_drops_the_label_and_refuses_before_connecting() -> None:
     # Nothing listens on the port: a request would fail as unavailable, not as a bad row.
-    client = ServingClient(rest_url="http://127.0.0.1:9", retries=0, timeout_s=1)
+    client = ServingClient(schema=row_schema(PENGUINS), rest_url="http://127.0.0.1:9", retries=0, timeout_s=1)
     with pytest.raises(RowError, match="row 0: feature 'island' is 'Atlantis'"):
         client.predict([{"species": "Adelie", **GENTOO, "island": "Atlantis"}])
     with pytest.raises(ServingClientError, match="unavailable"):
@@ -223,7 +226,7 @@ def test_the_predict_command_refuses_bad_rows(tmp_path, row, expected) -> None:
 
 
 def test_synthetic_required_features_come_from_its_schema() -> None:
-    schema = RowSchema.for_dataset("synthetic")
+    schema = row_schema(datasets.load("synthetic"))
     # Every feature of synthetic.schema.pbtxt has min_fraction 1, except days_since_last_visit.
     assert schema.required == {"channel", "country", "category", "brand", "product_id", "price", "discount_pct",
                                "session_seconds", "pages_viewed", "cart_items"}
@@ -239,6 +242,6 @@ def test_synthetic_required_features_come_from_its_schema() -> None:
 
 def test_a_client_needs_exactly_one_server() -> None:
     with pytest.raises(ServingClientError, match="give exactly one server"):
-        ServingClient()
+        ServingClient(schema=row_schema(PENGUINS))
     with pytest.raises(ServingClientError, match="give exactly one server"):
-        ServingClient(grpc_target="127.0.0.1:1", rest_url="http://127.0.0.1:2")
+        ServingClient(schema=row_schema(PENGUINS), grpc_target="127.0.0.1:1", rest_url="http://127.0.0.1:2")

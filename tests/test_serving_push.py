@@ -15,6 +15,7 @@ from google.protobuf import text_format
 from tensorflow_serving.config import model_server_config_pb2
 
 from serving import model_config, push
+from serving.errors import PushError, ServingConfigError
 from tests import REPO
 
 
@@ -44,7 +45,7 @@ def test_versions_always_increase(tmp_path) -> None:
 
 def test_not_a_saved_model_pushes_nothing(tmp_path) -> None:
     (tmp_path / "model").mkdir()
-    with pytest.raises(push.PushError, match="no SavedModel"):
+    with pytest.raises(PushError, match="no SavedModel"):
         push.push(tmp_path / "model", tmp_path / "penguins")
     assert push.versions(tmp_path / "penguins") == []
 
@@ -94,12 +95,12 @@ def test_labels_follow_pushes_promotion_and_rollback(tmp_path) -> None:
 
     rolled_back = model_config.rollback(tmp_path, "penguins")
     assert (rolled_back.stable, rolled_back.canary, rolled_back.served) == (10, 10, [10])
-    with pytest.raises(model_config.ServingConfigError, match="no canary to roll back"):
+    with pytest.raises(ServingConfigError, match="no canary to roll back"):
         model_config.rollback(tmp_path, "penguins")
 
     promoted = model_config.promote(tmp_path, "penguins", 11)
     assert (promoted.stable, promoted.canary, promoted.served) == (11, 10, [10, 11])
-    with pytest.raises(model_config.ServingConfigError, match="version 99 of 'penguins' is not in"):
+    with pytest.raises(ServingConfigError, match="version 99 of 'penguins' is not in"):
         model_config.promote(tmp_path, "penguins", 99)
     assert model_config.protected_versions(tmp_path, "penguins") == {10, 11}
 
@@ -116,10 +117,10 @@ def test_models_config_is_what_tf_serving_reads(tmp_path) -> None:
 
 
 def test_labels_need_a_pushed_model(tmp_path) -> None:
-    with pytest.raises(model_config.ServingConfigError, match="no model 'penguins'.*push one first"):
+    with pytest.raises(ServingConfigError, match="no model 'penguins'.*push one first"):
         model_config.promote(tmp_path, "penguins")
     (tmp_path / "models.config").write_text("this is not a config {")
-    with pytest.raises(model_config.ServingConfigError, match="not a valid TF Serving model config"):
+    with pytest.raises(ServingConfigError, match="not a valid TF Serving model config"):
         model_config.status(tmp_path, "penguins")
 
 

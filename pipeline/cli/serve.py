@@ -8,11 +8,15 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipeline.cli import args as cli_args
 from pipeline.cli import console
 from pipeline.errors import ConfigError
+
+if TYPE_CHECKING:  # serving/ loads with the commands that use it, not at start-up
+    from pipeline.datasets import Dataset
+    from serving.rows import RowSchema
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -196,15 +200,22 @@ def _probabilities_text(prediction) -> str:
     return ", ".join(f"{name} {by_class[name]:.3f}" for name in sorted(by_class))
 
 
+def row_schema(spec: Dataset) -> RowSchema:
+    """The rows of a dataset's model: its curated schema, label and model features."""
+    from serving.rows import RowSchema
+
+    return RowSchema.from_file(spec.schema, spec.label, [f.name for f in spec.model_features])
+
+
 def _predict(args: argparse.Namespace, config) -> tuple[list, str]:
     from serving import push
-    from serving.client import RowSchema, ServingClient, predict_in_process
+    from serving.client import ServingClient, predict_in_process
 
-    schema = RowSchema.for_dataset(config.dataset)
+    schema = row_schema(config.spec)
     rows = schema.without_label(_rows(args, schema))
     if args.grpc or args.rest:
-        client = ServingClient(grpc_target=args.grpc, rest_url=args.rest, model_name=config.model_name,
-                               dataset=config.dataset, version=args.version, label=args.label,
+        client = ServingClient(schema=schema, grpc_target=args.grpc, rest_url=args.rest,
+                               model_name=config.model_name, version=args.version, label=args.label,
                                timeout_s=args.timeout)
         return client.predict(rows), args.grpc or args.rest
     if args.label or args.version:

@@ -13,11 +13,12 @@ from ml_metadata.proto import metadata_store_pb2 as mlmd_pb
 
 from components.atomic_pusher import keys as pusher_keys
 from pipeline.provenance.lineage import PUSHED_FILTER
+from serving.model_config import CANARY, STABLE
 
 _LIVE_STATES = (mlmd_pb.Execution.NEW, mlmd_pb.Execution.RUNNING)
 # Longer than a push takes (a copy of a SavedModel and two renames), by far.
 PUSH_IN_FLIGHT_LIMIT_S = 3600
-_MODEL, _STABLE, _CANARY = "model_name", "stable", "canary"
+_MODEL = "model_name"
 
 
 @dataclasses.dataclass
@@ -57,7 +58,7 @@ def push_history(store: metadata_store.MetadataStore, model_name: str, live_runs
         properties = change.custom_properties
         if properties[_MODEL].string_value == model_name and change.create_time_since_epoch > latest_labels_ms:
             latest_labels_ms = change.create_time_since_epoch
-            history.labels = {_STABLE: properties[_STABLE].int_value, _CANARY: properties[_CANARY].int_value}
+            history.labels = {STABLE: properties[STABLE].int_value, CANARY: properties[CANARY].int_value}
     history.labels_time_ms = latest_labels_ms
     if live_runs_possible:
         # A Pusher unfinished for longer than any push takes was killed (a server store
@@ -76,8 +77,8 @@ def record_label_change(store: metadata_store.MetadataStore, model_name: str, st
     execution = mlmd_pb.Execution(type_id=type_id, last_known_state=mlmd_pb.Execution.COMPLETE,
                                   name=f"{model_name}@{time.time_ns()}")
     execution.custom_properties[_MODEL].string_value = model_name
-    execution.custom_properties[_STABLE].int_value = stable
-    execution.custom_properties[_CANARY].int_value = canary
+    execution.custom_properties[STABLE].int_value = stable
+    execution.custom_properties[CANARY].int_value = canary
     store.put_executions([execution])
 
 

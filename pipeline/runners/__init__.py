@@ -1,6 +1,8 @@
 """How the one pipeline definition runs: on this machine (local), compiled for Vertex AI
 Pipelines or Kubeflow Pipelines (kubeflow), submitted there (submit), and the Beam
-settings each place needs (beam_args, beam_tuning)."""
+settings each place needs (beam_args, beam_tuning); a local run's Beam components on a
+Flink or Spark cluster (cluster: args and checks), and Spark's job server jars and a
+loopback Spark cluster (spark/)."""
 
 # The orchestrators a pipeline compiles for and is submitted to.
 TARGETS = ("vertex", "kubeflow")

@@ -17,6 +17,8 @@ import pandas as pd
 import pytest
 import tensorflow as tf
 
+from pipeline import datasets
+from pipeline.cli.serve import row_schema
 from serving.client import ServingClient
 from tests.conftest import turbotfx
 from tests.doubles.tf_serving import FakeTfServing
@@ -153,9 +155,10 @@ def test_multiclass_names_in_the_summary_mlmd_the_confusion_matrix_and_predict(t
         assert sorted(by_class.values()) == sorted(prediction["probabilities"])
 
     # The same names over TF Serving's gRPC and REST APIs.
+    schema = row_schema(datasets.load(str(dataset_file)))
     with FakeTfServing("mine", {1: model_dir}) as server:
         for where in ({"grpc_target": server.grpc_target}, {"rest_url": server.rest_url}):
-            client = ServingClient(**where, model_name="mine", dataset=str(dataset_file), backoff_s=0.01)
+            client = ServingClient(**where, schema=schema, model_name="mine", backoff_s=0.01)
             remote = [p.by_class() for p in client.predict(rows_of_each)]
             for local, served in zip(predictions, remote):
                 assert served.keys() == local["class_probabilities"].keys(), where

@@ -16,6 +16,8 @@ import pandas as pd
 import pytest
 import tensorflow as tf
 
+from pipeline import datasets
+from pipeline.cli.serve import row_schema
 from serving.client import ServingClient
 from tests.conftest import turbotfx
 from tests.doubles.tf_serving import FakeTfServing
@@ -197,8 +199,9 @@ def test_regression_parquet_table(tmp_path):
     # (serving_raw, whose arguments are TF identifiers); both give the in-process values.
     rows = [{CHARGES: None if np.isnan(r[CHARGES]) else float(r[CHARGES]), TENURE: int(r[TENURE]),
              PLAN: r[PLAN], SEATS: int(r[SEATS])} for _, r in frame.iloc[:4].iterrows()]
+    schema = row_schema(datasets.load(str(dataset_file)))
     with FakeTfServing("mine", {1: str(model_dir)}) as server:
         for where in ({"grpc_target": server.grpc_target}, {"rest_url": server.rest_url}):
-            client = ServingClient(**where, model_name="mine", dataset=str(dataset_file), backoff_s=0.01)
+            client = ServingClient(**where, schema=schema, model_name="mine", backoff_s=0.01)
             values = [p.value for p in client.predict(rows)]
             np.testing.assert_allclose(values, prediction[:4], rtol=1e-4, err_msg=str(where))

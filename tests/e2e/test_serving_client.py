@@ -13,13 +13,16 @@ import pytest
 import tensorflow as tf
 
 from pipeline import datasets
-from serving.client import RowError, ServingClient, ServingClientError
+from pipeline.cli.serve import row_schema
+from serving.client import ServingClient
+from serving.errors import RowError, ServingClientError
 from tests.conftest import turbotfx
 from tests.doubles.tf_serving import FakeTfServing
 
 pytestmark = pytest.mark.e2e
 
-SPEC = datasets.load("penguins").feature_spec()  # which columns are numbers, which text
+PENGUINS = datasets.load("penguins")
+SPEC = PENGUINS.feature_spec()  # which columns are numbers, which text
 SPECIES = ("Adelie", "Chinstrap", "Gentoo")
 # A valid row for the tests that look at requests, not at predictions.
 ONE_ROW = {"island": "Biscoe", "sex": "female", "bill_length_mm": 46.5, "bill_depth_mm": 14.8,
@@ -98,7 +101,7 @@ def protocol(request) -> str:
 
 def _client(server, protocol: str, **options) -> ServingClient:
     where = {"grpc_target": server.grpc_target} if protocol == "grpc" else {"rest_url": server.rest_url}
-    return ServingClient(**where, backoff_s=0.01, **options)
+    return ServingClient(**where, schema=row_schema(PENGUINS), backoff_s=0.01, **options)
 
 
 def test_the_rows_cover_every_class(server) -> None:
@@ -175,7 +178,8 @@ def test_nothing_listening(protocol) -> None:
     port = portpicker.pick_unused_port()
     where = {"grpc_target": f"127.0.0.1:{port}"} if protocol == "grpc" else {"rest_url": f"http://127.0.0.1:{port}"}
     with pytest.raises(ServingClientError, match="unavailable after 2 tries"):
-        ServingClient(**where, retries=1, backoff_s=0.01, timeout_s=2).predict([ONE_ROW])
+        ServingClient(**where, schema=row_schema(PENGUINS), retries=1, backoff_s=0.01,
+                      timeout_s=2).predict([ONE_ROW])
 
 
 def _labels(output: str) -> list[str]:

@@ -1,0 +1,236 @@
+"""Rows checked against the curated schema, and encoded for TF Serving.
+
+A RowSchema holds what the pipeline's curated schema allows in each column of a row (type,
+presence, string domain, numeric range); `check` names every bad value before anything is
+sent, and `to_example` / `to_instance` encode a row for serving_default (a serialized
+tf.Example) or serving_raw (named features). TensorFlow is imported only to encode.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import difflib
+import math
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from tensorflow_metadata.proto.v0 import schema_pb2
+
+from serving.errors import RowError, ServingClientError
+from trainer_module.features import identifier
+
+# tf.Example and the model hold FLOAT features as float32: a larger value becomes inf.
+FLOAT32_MAX = 3.4028234663852886e38
+INT64_MIN, INT64_MAX = -2 ** 63, 2 ** 63 - 1
+# Domain values listed in a message; a longer domain is cut short with its size.
+MAX_VALUES_SHOWN = 12
+
+
+@dataclasses.dataclass(frozen=True)
+class _Column:
+    """What the curated schema allows in one column of a row."""
+
+    name: str
+    type: int  # schema_pb2.BYTES, INT, FLOAT (or TYPE_UNKNOWN: not checked)
+    required: bool
+    values: frozenset[str] | None = None  # a string domain; None: open
+    domain: str = ""  # the domain's name, for the message
+    low: float | None = None
+    high: float | None = None
+
+
+def _columns(schema: schema_pb2.Schema, label_key: str) -> dict[str, _Column]:
+    """Each feature's type, presence and domain, global domains (`domain: "name"`) resolved."""
+    global_domains: dict[str, Any] = {}
+    for domains in (schema.string_domain, schema.int_domain, schema.float_domain):
+        global_domains.update((d.name, d) for d in domains)
+    columns = {}
+    for feature in schema.feature:
+        if feature.name == label_key:
+            continue
+        kind = feature.WhichOneof("domain_info")
+        domain = global_domains.get(feature.domain) if kind == "domain" else getattr(feature, kind) if kind else None
+        # A fixed shape makes the feature a FixedLenFeature in the model's parsing spec: a
+        # row without it cannot be parsed. min_count (penguins' features) only asks that some
+        # example has it, so such a feature may be missing from a row.
+        required = feature.presence.min_fraction >= 1.0 or feature.HasField("shape")
+        values = low = high = None
+        if isinstance(domain, schema_pb2.StringDomain) and feature.type == schema_pb2.BYTES:
+            values = frozenset(domain.value)
+        elif isinstance(domain, (schema_pb2.IntDomain, schema_pb2.FloatDomain)):
+            low = domain.min if domain.HasField("min") else None
+            high = domain.max if domain.HasField("max") else None
+        columns[feature.name] = _Column(feature.name, feature.type, required, values,
+                                        getattr(domain, "name", "") or feature.name, low, high)
+    return columns
+
+
+class RowSchema:
+    """The columns a model's rows may have, from the pipeline's curated schema (label left
+    out), and the features it uses (`features`, default: all of them). `source` names the
+    schema file in messages."""
+
+    def __init__(self, schema: schema_pb2.Schema, label_key: str, features: Sequence[str] | None = None,
+                 source: str = "the curated schema") -> None:
+        self.label_key = label_key
+        self.source = source
+        self.columns = _columns(schema, label_key)
+        self.types = {name: column.type for name, column in self.columns.items()}
+        self.required = {name for name, column in self.columns.items() if column.required}
+        self.features = tuple(features) if features is not None else tuple(self.types)
+        self._used = frozenset(self.features)
+        self._required_sorted = tuple(sorted(self.required))
+
+    @classmethod
+    def from_file(cls, path: str | Path, label_key: str, features: Sequence[str] | None = None) -> RowSchema:
+        """The rows a schema text proto (a curated .schema.pbtxt) allows; messages name the file."""
+        from google.protobuf import text_format
+
+        schema = text_format.Parse(Path(path).read_text(), schema_pb2.Schema())
+        return cls(schema, label_key, features, source=str(path))
+
+    def rows_from_csv(self, path: Path) -> list[dict[str, Any]]:
+        """The rows of a CSV file with a header of feature names; an empty or NA cell is missing."""
+        with open(path, newline="") as handle:
+            return [{key: _csv_value(value, self.types.get(key)) for key, value in row.items()}
+                    for row in csv.DictReader(handle)]
+
+    def without_label(self, rows: Sequence[Any]) -> list[Any]:
+        """Rows copied from the training data may carry the label; the model ignores it."""
+        return [{k: v for k, v in row.items() if k != self.label_key} if isinstance(row, Mapping) else row
+                for row in rows]
+
+    def check(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Raises RowError naming every bad value (row, feature, value, what is allowed, the
+        fix) before anything is sent: the model would otherwise answer for a row the
+        curated schema forbids (an unknown category, an impossible or infinite number)."""
+        if not rows:
+            raise ServingClientError("no rows to predict; give at least one row of feature values")
+        problems = [problem for number, row in enumerate(rows) for problem in self.problems(number, row)]
+        if problems:
+            raise RowError(problems)
+
+    def problems(self, number: int, row: Any) -> list[str]:
+        """What is wrong with row `number`, one line each; [] when the schema allows it."""
+        where = f"row {number}"
+        if not isinstance(row, Mapping):
+            return [f"{where} is {type(row).__name__} {_show(row)}, not an object of feature: value; "
+                    'give each row as {"feature": value, ...}']
+        problems = []
+        for name in row:
+            if name not in self.columns and name != self.label_key:  # the label is dropped, not sent
+                near = difflib.get_close_matches(str(name), self.columns, n=1)
+                hint = f"did you mean {near[0]!r}? " if near else ""
+                problems.append(f"{where}: unknown feature {name!r} (value {_show(row[name])}); {hint}the schema "
+                                f"({self.source}) has {', '.join(sorted(self.columns))}")
+        if not any(name in self._used and not _missing(value) for name, value in row.items()):
+            return problems or [f"{where} has no feature values (the model uses {', '.join(self.features)}); "
+                                "give at least one"]
+        for name in self._required_sorted:
+            if _missing(row.get(name)):
+                problems.append(f"{where}: feature {name!r} is missing; the schema ({self.source}) requires it "
+                                "in every row: give a value")
+        for name, value in row.items():
+            column = self.columns.get(name)
+            if column is not None and not _missing(value):
+                problem = _value_problem(column, value, self.source)
+                if problem:
+                    problems.append(f"{where}: feature {name!r} {problem}")
+        return problems
+
+    def to_example(self, row: Mapping[str, Any]) -> bytes:
+        """A serialized tf.Example; missing values are left out, as in the CSV data."""
+        from tensorflow.core.example import example_pb2
+
+        example = example_pb2.Example()
+        features = example.features.feature
+        for name, value in row.items():
+            if _missing(value):
+                continue
+            kind = self.types[name]
+            if kind == schema_pb2.BYTES:
+                features[name].bytes_list.value.append(value.encode())
+            elif kind == schema_pb2.INT:
+                features[name].int64_list.value.append(int(value))
+            else:
+                features[name].float_list.value.append(float(value))
+        return example.SerializeToString()
+
+    def to_instance(self, row: Mapping[str, Any]) -> dict[str, Any]:
+        """A serving_raw row: every feature the model uses, keyed by its TF identifier (TF
+        signature arguments cannot hold spaces or slashes); NaN or "" where missing. TF
+        Serving's JSON parser takes a bare NaN token (its JSON conformance notes), as
+        json.dumps writes it."""
+        instance: dict[str, Any] = {}
+        for name in self.features:
+            value = row.get(name)
+            if self.types[name] == schema_pb2.BYTES:
+                instance[identifier(name)] = "" if _missing(value) else value
+            else:
+                instance[identifier(name)] = math.nan if _missing(value) else float(value)
+        return instance
+
+
+def _csv_value(text: str | None, kind: int | None) -> Any:
+    if text is None or text.strip() in ("", "NA"):
+        return None
+    if kind in (schema_pb2.FLOAT, schema_pb2.INT):
+        try:
+            return float(text)
+        except ValueError:
+            return text  # left for the schema check to name
+    return text
+
+
+def _missing(value: Any) -> bool:
+    """None or "" (an empty CSV cell, JSON null) is a missing value. NaN is not: the check
+    refuses it, so that a computed NaN is not quietly imputed."""
+    return value is None or (isinstance(value, str) and value == "")
+
+
+def _value_problem(column: _Column, value: Any, source: str) -> str | None:
+    """Why the schema forbids a (present) value of the column, and the fix; None: allowed."""
+    if column.type == schema_pb2.BYTES:
+        if not isinstance(value, str):
+            return f"must be text, got {type(value).__name__} {_show(value)}; give one quoted value"
+        if column.values is not None and value not in column.values:
+            near = difflib.get_close_matches(value, column.values, n=1)
+            hint = f"did you mean {near[0]!r}? " if near else ""
+            return (f"is {_show(value)}, not in the schema's domain {column.domain!r} "
+                    f"({_listed(sorted(column.values))}); {hint}use one of those values (they are case-sensitive), "
+                    f"or add it to the domain in {source} and run the pipeline again")
+        return None
+    if column.type not in (schema_pb2.FLOAT, schema_pb2.INT):
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return (f"must be a number, got {type(value).__name__} {_show(value)}; give a number without quotes, "
+                "or null (None) where it is missing")
+    if isinstance(value, float) and not math.isfinite(value):
+        return (f"is {value!r}, not a finite number; give a finite number, or null (None) where it is "
+                "missing")
+    if column.type == schema_pb2.FLOAT and abs(value) > FLOAT32_MAX:
+        return (f"is {_show(value)}, beyond a 32-bit float (at most ±{FLOAT32_MAX:.7g}: the model would see "
+                "infinity); check the value and its unit")
+    if column.type == schema_pb2.INT:
+        if isinstance(value, float) and not value.is_integer():
+            return f"must be a whole number, got {value!r}; round it"
+        if not INT64_MIN <= value <= INT64_MAX:
+            return f"is {_show(value)}, beyond a 64-bit integer; check the value and its unit"
+    if (column.low is not None and value < column.low) or (column.high is not None and value > column.high):
+        allowed = (f"from {column.low:g} to {column.high:g}" if column.low is not None and column.high is not None
+                   else f"at least {column.low:g}" if column.low is not None else f"at most {column.high:g}")
+        return (f"is {_show(value)}, outside the schema's range ({allowed}, {source}); check the value and its "
+                "unit, or widen the range there and run the pipeline again")
+    return None
+
+
+def _listed(values: Sequence[str]) -> str:
+    shown = ", ".join(values[:MAX_VALUES_SHOWN])
+    return shown + (f", ... ({len(values)} values)" if len(values) > MAX_VALUES_SHOWN else "")
+
+
+def _show(value: Any) -> str:
+    """A value as in the row, cut short: a row may hold a long text by mistake."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
