@@ -66,18 +66,22 @@ class WithFrozenLayers(TrainingConfig):
     frozen_layers: int = knob(0, "hidden layers kept at their initial weights (default: {default})")
 
 
+def penguins_with_training(tmp_path: Path, lines: str) -> Path:
+    """The penguins dataset file with these [training] lines (in place of its own for a key)."""
+    penguins = datasets.load("penguins")
+    keys = {line.split("=")[0].strip() for line in lines.splitlines()}
+    text = "\n".join(line for line in penguins.path.read_text().splitlines() if line.split("=")[0].strip() not in keys)
+    dataset_file = tmp_path / "penguins.toml"
+    dataset_file.write_text(text.replace('schema = "penguins.schema.pbtxt"', f'schema = "{penguins.schema}"').replace(
+        "[training]", f"[training]\n{lines}"))
+    return dataset_file
+
+
 @pytest.fixture
 def frozen_layers(monkeypatch, tmp_path) -> Path:
     """TrainingConfig with one more field, and a dataset file setting it in [training]."""
     monkeypatch.setattr(training_config, "TrainingConfig", WithFrozenLayers)
-    penguins = datasets.load("penguins")
-    text = penguins.path.read_text().replace(
-        'schema = "penguins.schema.pbtxt"', f'schema = "{penguins.schema}"').replace(
-        "[training]", "[training]\nfrozen_layers = 1")
-    assert "frozen_layers = 1" in text and str(penguins.schema) in text
-    dataset_file = tmp_path / "penguins.toml"
-    dataset_file.write_text(text)
-    return dataset_file
+    return penguins_with_training(tmp_path, "frozen_layers = 1")
 
 
 def trainer_custom_config(config: PipelineConfig) -> dict:
@@ -146,3 +150,27 @@ def test_the_added_knob_reaches_mlmd_as_the_trainer_records_it(frozen_layers, tm
     recorded = lineage.hyperparameters(stored)
     assert recorded["frozen_layers"] == 3
     assert {key: recorded[key] for key in BEFORE_TRAINING_CONFIG} == BEFORE_TRAINING_CONFIG
+
+
+def test_every_knob_is_a_dataset_key_and_a_flag_wins_over_it(tmp_path):
+    dataset_file = penguins_with_training(tmp_path, 'strategy = "mirrored"\nscale_learning_rate = true\n'
+                                                    'learning_rate = 1')
+    home = str(tmp_path / "ws")
+    from_file = cli_args.config_from_args(build_parser().parse_args(["run", "--home", home, "--dataset",
+                                                                       str(dataset_file)]))
+    assert from_file.training == TrainingConfig(strategy="mirrored", scale_learning_rate=True, learning_rate=1.0)
+    assert isinstance(from_file.training.learning_rate, float)
+    flagged = cli_args.config_from_args(build_parser().parse_args([
+        "run", "--home", home, "--dataset", str(dataset_file), "--strategy", "default", "--learning-rate", "0.1"]))
+    assert (flagged.training.strategy, flagged.training.learning_rate) == ("default", 0.1)
+    assert flagged.training.scale_learning_rate  # no flag turns it off: the file's stands
+
+
+@pytest.mark.parametrize("line, message", [
+    ('strategy = "magic"', "training.strategy: 'magic' is not one of auto, default"),
+    ("scale_learning_rate = 1", "training.scale_learning_rate: 1 is not true or false"),
+    ("hidden_units = [8, 2.5]", "training.hidden_units: [8, 2.5] is not a list of whole numbers"),
+])
+def test_a_wrong_knob_in_a_dataset_file_names_the_key(tmp_path, line, message):
+    with pytest.raises(Exception, match=message.replace("[", r"\[").replace("]", r"\]")):
+        datasets.load(str(penguins_with_training(tmp_path, line)))
