@@ -42,7 +42,7 @@ def run_ours(workdir: Path, epochs: int) -> dict:
     from pipeline.config import PipelineConfig
     from pipeline.runners import local
 
-    config = PipelineConfig(home=str(workdir), epochs=epochs, beam_mode="in_memory")
+    config = PipelineConfig(home=str(workdir), knobs={"epochs": epochs}, beam_mode="in_memory")
     data_root = data.prepare_data(config)
     started = time.perf_counter()
     local.run(config, data_root)

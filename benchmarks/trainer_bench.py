@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import statistics
 import sys
 import tempfile
@@ -128,7 +129,7 @@ class Bench:
         from tfx.types import artifact_utils
         from tfx.utils import io_utils
 
-        from trainer_module import train
+        from trainer_module import input, train
 
         self.spec = datasets.load("synthetic").feature_spec()
         self.epochs = epochs
@@ -145,9 +146,10 @@ class Bench:
         self.eval_files = [io_utils.all_files_pattern(u) for u in artifact_utils.get_split_uris([examples], "eval")]
         vocab_sizes, num_classes = train.vocabulary_sizes(self.tf_transform_output, self.spec)
         self.vocab_sizes = vocab_sizes
-        self.model_args = (self.spec, vocab_sizes, num_classes, config.hidden_units, config.learning_rate)
-        self.batch_size = config.batch_size
-        self.eval_steps = train.batches_per_epoch(self.our_dataset(self.eval_files, shuffle=False),
+        self.model_args = (self.spec, vocab_sizes, num_classes, config.training.hidden_units,
+                           config.training.learning_rate)
+        self.batch_size = config.training.batch_size
+        self.eval_steps = input.batches_per_epoch(self.our_dataset(self.eval_files, shuffle=False),
                                                   self.eval_files, self.batch_size)
         self.train_records = int(self.our_dataset(self.train_files, shuffle=False).reduce(
             tf.constant(0), lambda count, batch: count + tf.shape(batch[1])[0]))
@@ -155,9 +157,9 @@ class Bench:
         self.results: dict[str, dict] = {}
 
     def our_dataset(self, files, shuffle: bool, drop_remainder: bool = False, batch_size: int | None = None):
-        from trainer_module import train
+        from trainer_module import input
 
-        return train.input_dataset(
+        return input.input_dataset(
             files, self.tf_transform_output, self.spec.transformed_label_key,
             batch_size or self.batch_size, shuffle=shuffle, drop_remainder=drop_remainder,
         )
@@ -438,7 +440,7 @@ def run_variants(bench: Bench, only: set[str] | None, base_spe: int | None = Non
     if spe:
         bench.measure(f"spe_{spe}", build(xla=xla, spe=spe), train_ds(xla).repeat(), eval_ds, repeat=True,
                       split={"steps_per_execution": spe, "xla": xla})
-    spe = spe or base_spe or bench.config.steps_per_execution
+    spe = spe or base_spe or bench.config.training.steps_per_execution
     if wanted("bf16"):
         bench.measure("bf16", build("mixed_bfloat16", xla=xla, spe=spe), train_ds(xla).repeat(), eval_ds,
                       repeat=True, split={"steps_per_execution": spe, "xla": xla})
@@ -461,30 +463,31 @@ def measure_auto(bench: Bench, build: Callable) -> None:
     count (for data the pipeline caches, the one read of the files, filling the cache)
     and fit. Then a fresh model trains two epochs the same way: its first epoch, the count
     included, against its second."""
-    from trainer_module import hardware, model, optimizer_choice, train
+    from trainer_module import hardware, input, model, optimizer_choice, train
+    from trainer_module.config import TrainingConfig
 
-    config = bench.config
+    knobs = bench.config.training
     devices = hardware.detect()
-    optimizer = optimizer_choice.choose(config.optimizer, model.has_embeddings(bench.spec, bench.vocab_sizes),
+    optimizer = optimizer_choice.choose(knobs.optimizer, model.has_embeddings(bench.spec, bench.vocab_sizes),
                                         on_tpu=devices.has_tpu)
-    choice = hardware.choose(devices, config.strategy, config.precision, config.xla,
+    choice = hardware.choose(devices, knobs.strategy, knobs.precision, knobs.xla,
                              sparse_updates=optimizer in optimizer_choice.SPARSE_OPTIMIZERS)
-    spe = config.steps_per_execution
+    spe = knobs.steps_per_execution
     strategy = hardware.build_strategy(choice.strategy)
     global_batch = bench.batch_size * strategy.num_replicas_in_sync  # as run_fn
     make = build(choice.precision, choice.xla, spe, strategy=strategy, optimizer=optimizer)
-    hparams = {**train.hyperparameters({}), "epochs": bench.epochs, "steps_per_execution": spe,
-               "tensorboard_histogram_freq": 0}
+    # run_fn's other knobs at their defaults; no histograms to time.
+    training = TrainingConfig(epochs=bench.epochs, steps_per_execution=spe, tensorboard_histogram_freq=0)
 
     def run_fn_training(classifier, epochs: int, run_dir: str) -> tuple[dict, float]:
         started = time.perf_counter()
         train_ds = bench.our_dataset(bench.train_files, shuffle=True, drop_remainder=choice.xla,
                                      batch_size=global_batch)
         eval_ds = bench.our_dataset(bench.eval_files, shuffle=False, batch_size=global_batch)
-        steps = train.epoch_steps(train_ds, bench.train_files, eval_ds, bench.eval_files, global_batch)
+        steps = input.epoch_steps(train_ds, bench.train_files, eval_ds, bench.eval_files, global_batch)
         counted = time.perf_counter() - started
-        return train.fit_and_evaluate(classifier, train_ds, eval_ds, {**hparams, "epochs": epochs}, run_dir,
-                                      global_batch, steps), counted
+        return train.fit_and_evaluate(classifier, train_ds, eval_ds, dataclasses.replace(training, epochs=epochs),
+                                      run_dir, global_batch, steps, task=bench.spec.task), counted
 
     with policy_reset(), tempfile.TemporaryDirectory() as run_dir:
         classifier = make()

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
 from pathlib import Path
+from typing import Any, Mapping
 
 from components.atomic_pusher.keys import DEFAULT_KEEP_VERSIONS
 from pipeline import datasets
 from pipeline.datasets import Dataset
 from pipeline.errors import ConfigError
 from pipeline.store.url import parse_url, sqlite_url
-from trainer_module import hardware, optimizer_choice
+from trainer_module.config import TrainingConfig
 
 BEAM_MODES = ("auto", "in_memory", "multi_process")
 DEFAULT_HOME = "workspace"
@@ -25,8 +25,6 @@ HOME_ENV_VAR = "TURBOTFX_HOME"
 MULTI_PROCESS_THRESHOLD_BYTES = 48 * 1024 * 1024
 # The flags that set the blessing bounds (the verdict names them when one fails).
 BLESSING_THRESHOLD_FLAG, MAX_METRIC_DROP_FLAG = "--blessing-threshold", "--max-metric-drop"
-# Knobs whose default comes from the dataset file ([training]); a None field takes it.
-TRAINING_FIELDS = ("epochs", "batch_size", "learning_rate", "hidden_units")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,14 +34,10 @@ class PipelineConfig:
     dataset: str = "penguins"  # a built-in dataset's name or a dataset file's path
     data_root: str | None = None  # None: the dataset file's, or a built-in written into the workspace
     rows: int | None = None  # size of the synthetic dataset
-    # None below: the dataset file's value (its name, [training], [blessing]).
+    # None below: the dataset file's value (its name, [blessing]).
     model_name: str | None = None
     train_buckets: int = 4  # hash split train:eval
     eval_buckets: int = 1
-    epochs: int | None = None
-    batch_size: int | None = None  # per replica
-    learning_rate: float | None = None
-    hidden_units: tuple[int, ...] | None = None
     blessing_threshold: float | None = None  # bound on the blessing metric (lower, or upper for errors)
     max_metric_drop: float | None = None  # how much worse than the baseline a model may be
     keep_versions: int = DEFAULT_KEEP_VERSIONS  # pushed versions kept on disk (labelled ones always are)
@@ -51,19 +45,14 @@ class PipelineConfig:
     # MLMD store URL (see pipeline/store/url.py); None: SQLite in the workspace.
     metadata_url: str | None = None
     enable_cache: bool = True
-    # Trainer hardware: each "auto" is resolved from the devices the Trainer sees.
-    strategy: str = "auto"
-    precision: str = "auto"
-    xla: str = "auto"
-    optimizer: str = "auto"  # "auto": a sparse-aware one when the model has embeddings
-    steps_per_execution: int = 32  # chosen by benchmarks/trainer_bench.py (see README, Speed)
-    accumulation_steps: int = 1  # micro-batches per optimizer step
-    scale_learning_rate: bool = False  # linear scaling: learning rate x replicas
-    tensorboard_histogram_freq: int = 5  # epochs between weight histograms; 0: none
-    profile_batches: str = ""  # e.g. "2,4" profiles batches 2 to 4; "": no profiling
+    # Training knobs set here (flags, a caller), by TrainingConfig field name; every other
+    # knob is the dataset file's [training] value, else TrainingConfig's default.
+    knobs: Mapping[str, Any] = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
     # The loaded dataset file (set from `dataset`).
     spec: Dataset = dataclasses.field(init=False, compare=False, repr=False)
+    # The Trainer's knobs: `knobs` over the dataset file's.
+    training: TrainingConfig = dataclasses.field(init=False)
 
     def __post_init__(self) -> None:
         spec = datasets.load(self.dataset)
@@ -75,12 +64,14 @@ class PipelineConfig:
         defaults = {
             "model_name": spec.name, "rows": spec.rows,
             "blessing_threshold": spec.blessing.threshold, "max_metric_drop": spec.blessing.max_drop,
-            **{field: spec.training[field] for field in TRAINING_FIELDS},
         }
         for field, value in defaults.items():
             if getattr(self, field) is None:
                 object.__setattr__(self, field, value)
-        object.__setattr__(self, "hidden_units", tuple(self.hidden_units))
+        unknown = sorted(set(self.knobs) - {field.name for field in dataclasses.fields(spec.training)})
+        if unknown:
+            raise ConfigError(f"unknown training knob {unknown[0]!r}")
+        object.__setattr__(self, "training", dataclasses.replace(spec.training, **self.knobs))
         self.validate()
 
     # Derived locations: everything a run writes lives under home.
@@ -143,36 +134,14 @@ class PipelineConfig:
             raise ConfigError(
                 f"unknown beam mode {self.beam_mode!r}; choose one of: {', '.join(BEAM_MODES)}"
             )
-        for field, allowed in (
-            ("strategy", hardware.STRATEGIES),
-            ("precision", hardware.PRECISIONS),
-            ("xla", hardware.XLA_MODES),
-            ("optimizer", optimizer_choice.OPTIMIZERS),
-        ):
-            value = getattr(self, field)
-            _require(value in allowed, f"unknown {field} {value!r}; choose one of: {', '.join(allowed)}")
-        _require(self.steps_per_execution >= 1,
-                 f"steps per execution must be at least 1, got {self.steps_per_execution}")
-        _require(self.accumulation_steps >= 1,
-                 f"accumulation steps must be at least 1, got {self.accumulation_steps}")
-        _require(self.batch_size % self.accumulation_steps == 0,
-                 f"batch size {self.batch_size} must be a multiple of accumulation steps "
-                 f"{self.accumulation_steps} (each step trains on an equal micro-batch)")
-        _require(self.tensorboard_histogram_freq >= 0,
-                 f"histogram frequency must be 0 or more, got {self.tensorboard_histogram_freq}")
-        _require(_profile_range_ok(self.profile_batches),
-                 f"profile batches {self.profile_batches!r} must be START,END with 1 <= START <= END "
-                 "(Keras counts training batches from 1), e.g. 2,4; or empty for no profiling")
+        try:
+            self.training.validate()
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
         if self.metadata_url:
             parse_url(self.metadata_url)
         _require(self.train_buckets >= 1 and self.eval_buckets >= 1,
                  "split buckets must be positive integers, e.g. --split 4:1")
-        _require(self.epochs >= 1, f"epochs must be at least 1, got {self.epochs}")
-        _require(self.batch_size >= 1, f"batch size must be at least 1, got {self.batch_size}")
-        _require(0 < self.learning_rate < 10,
-                 f"learning rate must be in (0, 10), got {self.learning_rate}")
-        _require(len(self.hidden_units) >= 1 and all(u >= 1 for u in self.hidden_units),
-                 f"hidden units must be positive integers, got {self.hidden_units}")
         metric = self.spec.blessing.metric
         if self.higher_is_better and self.blessing_threshold is not None:
             _require(0.0 <= self.blessing_threshold <= 1.0,
@@ -184,15 +153,6 @@ class PipelineConfig:
         if self.max_metric_drop is not None:
             _require(self.max_metric_drop >= 0 and (not self.higher_is_better or self.max_metric_drop <= 1),
                      f"max {metric} drop must be 0 or more (at most 1 for a fraction), got {self.max_metric_drop}")
-
-
-def _profile_range_ok(text: str) -> bool:
-    """What the Trainer's Keras TensorBoard callback profiles: batches START to END, counted
-    from 1 (it refuses END < START; START 0 would never match a batch)."""
-    if text == "":
-        return True
-    match = re.fullmatch(r"(\d+),(\d+)", text)
-    return match is not None and 1 <= int(match[1]) <= int(match[2])
 
 
 def _require(condition: bool, message: str) -> None:

@@ -116,24 +116,11 @@ def create_pipeline(
             trainer_keys.DATASET_FINGERPRINT_KEY: spec.fingerprint(),
             trainer_keys.MODEL_NAME_KEY: config.model_name,
             trainer_keys.FEATURE_CONTRACT_KEY: spec.feature_contract(),
-            "epochs": config.epochs,
             # Compiled as a training metric too: the report holds it on train and eval, and the
             # trivial baseline's score on it.
             features.BLESSING_METRIC_KEY: spec.blessing.metric,
-            "batch_size": config.batch_size,
-            "learning_rate": config.learning_rate,
-            "hidden_units": list(config.hidden_units),
-            "strategy": config.strategy,
-            "precision": config.precision,
-            "xla": config.xla,
-            "optimizer": config.optimizer,
-            "steps_per_execution": config.steps_per_execution,
-            "accumulation_steps": config.accumulation_steps,
-            "scale_learning_rate": config.scale_learning_rate,
-            "tensorboard_histogram_freq": config.tensorboard_histogram_freq,
-            "profile_batches": config.profile_batches,
             trainer_keys.CODE_FINGERPRINT_KEY: trainer_fingerprint,
-        },
+        } | config.training.to_config(),
     )
     # Records the training report on the Model artifact (see the executor), here or
     # after a Vertex AI Training job.

@@ -196,7 +196,7 @@ LIGHT_MODULES = ("pipeline.cli", "pipeline.errors", "pipeline.config", "pipeline
                  "serving.contract", "serving.rows",
                  "components.reporting_trainer.keys", "components.reporting_evaluator.keys",
                  "components.serving_check.keys", "components.atomic_pusher.keys",
-                 "components.serving_check.loader_process",
+                 "components.serving_check.loader_process", "trainer_module.config",
                  "pipeline.tables", "components.csv_example_gen.header")
 
 

@@ -10,13 +10,14 @@ from pipeline.cli import args as cli_args
 from pipeline.cli.main import build_parser
 from pipeline.config import PipelineConfig
 from pipeline.runners.beam_args import BeamOptions
+from trainer_module.config import TrainingConfig
 
 # Flags of `run` that set something other than one field of the same meaning.
 # Flags that say where Beam runs: BeamOptions, not PipelineConfig.
 BEAM_FLAGS = {"beam_runner", "spark_master", "spark_job_server_jar", "job_endpoint", "worker_pool", "beam_arg"}
 # Flags of how `run` reports, not what it runs.
 OUTPUT_FLAGS = {"json", "allow_unblessed"}
-SPECIAL = {"split", "scale_learning_rate", "no_cache", "verbose", "handler", "command"} | BEAM_FLAGS | OUTPUT_FLAGS
+SPECIAL = {"split", "no_cache", "verbose", "handler", "command"} | BEAM_FLAGS | OUTPUT_FLAGS
 
 
 def subparser(name: str):
@@ -33,7 +34,9 @@ def test_every_flag_of_run_maps_to_a_config_field():
     run_flags = dests(subparser("run"))
     assert set(cli_args.FIELD_OF_FLAG) <= run_flags, "a flag in FIELD_OF_FLAG that `run` does not have"
     assert set(cli_args.FIELD_OF_FLAG.values()) <= fields
-    assert run_flags - set(cli_args.FIELD_OF_FLAG) - {"handler"} <= SPECIAL
+    knobs = {f.name for f in cli_args.training_flags()}
+    assert knobs <= {f.name for f in dataclasses.fields(TrainingConfig)} and knobs <= run_flags
+    assert run_flags - set(cli_args.FIELD_OF_FLAG) - knobs - {"handler"} <= SPECIAL
 
 
 def test_run_beam_flags_reach_the_beam_options():
@@ -61,19 +64,25 @@ def test_run_flags_reach_the_config(tmp_path):
     ])
     config = cli_args.config_from_args(args)
     expected = PipelineConfig(
-        home=str(tmp_path), dataset="synthetic", rows=500, train_buckets=3, eval_buckets=2, epochs=2,
-        batch_size=64, learning_rate=0.5, blessing_threshold=0.4, max_metric_drop=0.1, keep_versions=2,
-        strategy="one_device", precision="float32", xla="off", steps_per_execution=4, accumulation_steps=2,
-        scale_learning_rate=True, tensorboard_histogram_freq=0, profile_batches="2,4", beam_mode="in_memory",
-        metadata_url="sqlite:///tmp/x.sqlite", enable_cache=False, pipeline_name="p", model_name="m")
+        home=str(tmp_path), dataset="synthetic", rows=500, train_buckets=3, eval_buckets=2,
+        blessing_threshold=0.4, max_metric_drop=0.1, keep_versions=2, beam_mode="in_memory",
+        metadata_url="sqlite:///tmp/x.sqlite", enable_cache=False, pipeline_name="p", model_name="m",
+        knobs=dict(epochs=2, batch_size=64, learning_rate=0.5, strategy="one_device", precision="float32", xla="off",
+                   steps_per_execution=4, accumulation_steps=2, scale_learning_rate=True,
+                   tensorboard_histogram_freq=0, profile_batches="2,4"))
     assert config == expected
+    # The file's hidden_units stand: they have no flag.
+    assert config.training == TrainingConfig(
+        epochs=2, batch_size=64, learning_rate=0.5, hidden_units=expected.spec.training.hidden_units,
+        strategy="one_device", precision="float32", xla="off", steps_per_execution=4, accumulation_steps=2,
+        scale_learning_rate=True, tensorboard_histogram_freq=0, profile_batches="2,4")
 
 
 def test_unset_flags_take_the_dataset_defaults(tmp_path, monkeypatch):
     monkeypatch.setenv("TURBOTFX_HOME", str(tmp_path))
     config = cli_args.config_from_args(build_parser().parse_args(["run", "--dataset", "synthetic"]))
     assert config == PipelineConfig(home=str(tmp_path), dataset="synthetic")
-    assert config.epochs == 3 and config.enable_cache
+    assert config.training.epochs == 3 and config.enable_cache
 
 
 def test_compile_reads_data_root_as_the_parameter_default_not_a_local_directory():

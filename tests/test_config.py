@@ -15,23 +15,24 @@ def test_defaults_are_valid_and_place_everything_under_home(tmp_path):
     "overrides, message",
     [
         ({"dataset": "iris"}, "no dataset file 'iris'"),
-        ({"epochs": 0}, "epochs must be at least 1"),
-        ({"batch_size": -4}, "batch size must be at least 1"),
-        ({"learning_rate": 0.0}, "learning rate must be in (0, 10)"),
+        ({"knobs": {"epochs": 0}}, "epochs must be at least 1"),
+        ({"knobs": {"batch_size": -4}}, "batch size must be at least 1"),
+        ({"knobs": {"learning_rate": 0.0}}, "learning rate must be in (0, 10)"),
         ({"blessing_threshold": 1.5}, "blessing threshold on accuracy must be in [0, 1]"),
         ({"max_metric_drop": -0.1}, "max accuracy drop must be 0 or more"),
         ({"beam_mode": "turbo"}, "unknown beam mode 'turbo'"),
         ({"pipeline_name": "has space"}, "pipeline_name 'has space' is not a valid name"),
         ({"train_buckets": 0}, "split buckets must be positive"),
-        ({"hidden_units": ()}, "hidden units must be positive"),
-        ({"strategy": "magic"}, "unknown strategy 'magic'; choose one of: auto"),
-        ({"precision": "float8"}, "unknown precision 'float8'"),
-        ({"steps_per_execution": 0}, "steps per execution must be at least 1"),
-        ({"accumulation_steps": 0}, "accumulation steps must be at least 1"),
-        ({"batch_size": 30, "accumulation_steps": 4}, "must be a multiple of accumulation steps 4"),
-        ({"profile_batches": "2-4"}, "must be START,END"),
-        ({"profile_batches": "4,2"}, "'4,2' must be START,END with 1 <= START <= END"),
-        ({"profile_batches": "0,3"}, "'0,3' must be START,END with 1 <= START <= END"),
+        ({"knobs": {"hidden_units": ()}}, "hidden units must be positive"),
+        ({"knobs": {"strategy": "magic"}}, "unknown strategy 'magic'; choose one of: auto"),
+        ({"knobs": {"precision": "float8"}}, "unknown precision 'float8'"),
+        ({"knobs": {"steps_per_execution": 0}}, "steps per execution must be at least 1"),
+        ({"knobs": {"accumulation_steps": 0}}, "accumulation steps must be at least 1"),
+        ({"knobs": {"batch_size": 30, "accumulation_steps": 4}}, "must be a multiple of accumulation steps 4"),
+        ({"knobs": {"profile_batches": "2-4"}}, "must be START,END"),
+        ({"knobs": {"profile_batches": "4,2"}}, "'4,2' must be START,END with 1 <= START <= END"),
+        ({"knobs": {"profile_batches": "0,3"}}, "'0,3' must be START,END with 1 <= START <= END"),
+        ({"knobs": {"epoch": 3}}, "unknown training knob 'epoch'"),
         ({"rows": 1000}, "--rows sizes the synthetic dataset only"),
         ({"dataset": "synthetic", "rows": 10}, "rows must be at least 100"),
     ],
@@ -74,14 +75,15 @@ def test_home_under_a_file_is_a_clear_error(tmp_path):
 def test_each_dataset_brings_its_defaults_and_explicit_values_win(tmp_path):
     penguins = PipelineConfig(home=str(tmp_path))
     synthetic = PipelineConfig(home=str(tmp_path), dataset="synthetic")
-    assert (penguins.model_name, penguins.epochs, penguins.batch_size) == ("penguins", 20, 32)
-    assert (synthetic.model_name, synthetic.batch_size, synthetic.rows) == ("synthetic", 256, 100_000)
+    assert (penguins.model_name, penguins.training.epochs, penguins.training.batch_size) == ("penguins", 20, 32)
+    assert (synthetic.model_name, synthetic.training.batch_size, synthetic.rows) == ("synthetic", 256, 100_000)
     assert synthetic.data_path == tmp_path.resolve() / "data" / "synthetic" / "rows-100000"
-    tuned = PipelineConfig(home=str(tmp_path), dataset="synthetic", rows=5000, epochs=7, batch_size=64)
-    assert (tuned.epochs, tuned.batch_size, tuned.learning_rate) == (7, 64, synthetic.learning_rate)
+    tuned = PipelineConfig(home=str(tmp_path), dataset="synthetic", rows=5000, knobs={"epochs": 7, "batch_size": 64})
+    assert (tuned.training.epochs, tuned.training.batch_size, tuned.training.learning_rate) == (
+        7, 64, synthetic.training.learning_rate)
     assert tuned.data_path.name == "rows-5000"
 
 
 @pytest.mark.parametrize("text", ["", "1,1", "2,4", "10,100"])
 def test_profile_batch_ranges_the_keras_profiler_takes(text, tmp_path):
-    assert PipelineConfig(home=str(tmp_path), profile_batches=text).profile_batches == text
+    assert PipelineConfig(home=str(tmp_path), knobs={"profile_batches": text}).training.profile_batches == text

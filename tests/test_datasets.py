@@ -10,6 +10,7 @@ import pytest
 from pipeline import data, datasets
 from pipeline.errors import ConfigError
 from tests.conftest import turbotfx
+from trainer_module.config import TrainingConfig
 
 GOOD = '''
 name = "churn"
@@ -56,7 +57,7 @@ def test_a_good_file(tmp_path):
     # Defaults per task and for training, with the file's values where it has them.
     assert (spec.blessing.metric, spec.blessing.threshold, spec.blessing.max_drop) == ("auc", 0.6, 0.02)
     assert spec.blessing.higher_is_better
-    assert spec.training == {"epochs": 7, "batch_size": 32, "learning_rate": 0.01, "hidden_units": (32, 16)}
+    assert spec.training == TrainingConfig(epochs=7)
 
 
 def test_the_feature_spec_survives_custom_config():

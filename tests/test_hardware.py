@@ -137,8 +137,9 @@ def test_only_one_process_is_the_chief(tf_config, chief):
 
 def test_linear_learning_rate_scaling_is_opt_in():
     from trainer_module import train
+    from trainer_module.config import TrainingConfig
 
-    hparams = train.hyperparameters({"learning_rate": 0.01})
-    assert train.effective_learning_rate(hparams, replicas=4) == 0.01
-    scaled = train.hyperparameters({"learning_rate": 0.01, "scale_learning_rate": True})
+    plain = TrainingConfig.from_config({"learning_rate": 0.01})
+    assert train.effective_learning_rate(plain, replicas=4) == 0.01
+    scaled = TrainingConfig.from_config({"learning_rate": 0.01, "scale_learning_rate": True})
     assert train.effective_learning_rate(scaled, replicas=4) == pytest.approx(0.04)

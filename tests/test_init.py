@@ -15,6 +15,7 @@ import pytest
 from pipeline import datasets
 from pipeline.datasets import infer
 from pipeline.errors import ConfigError
+from trainer_module.config import TrainingConfig
 
 ROWS = 200
 SENTENCES = [f"customer wrote a long remark number {i} about the service and the bill" for i in range(30)]
@@ -100,7 +101,7 @@ def test_roles_task_and_blessing(tables_on_disk, tmp_path, fmt, label):
     else:
         assert draft.blessing == datasets.DEFAULT_BLESSING[task]
     assert draft.slices == ("plan/type",)  # the first categorical with few values
-    assert draft.training == datasets.DEFAULT_TRAINING
+    assert draft.training == {"epochs": 20, "batch_size": 32, "learning_rate": 0.01, "hidden_units": [32, 16]}
 
 
 def test_missing_values_are_counted_in_the_reasons(tables_on_disk, tmp_path):
@@ -127,7 +128,7 @@ def test_the_written_file_loads(tables_on_disk, tmp_path, fmt):
     assert {f.name: f.role for f in dataset.features} == {c: r for c, r in ROLES.items() if c != "churn"}
     assert dataset.blessing == datasets.Blessing("auc", 0.6, 0.02)
     assert dataset.positive == "yes"  # by convention, whichever is commoner
-    assert dataset.training["hidden_units"] == tuple(datasets.DEFAULT_TRAINING["hidden_units"])
+    assert dataset.training == TrainingConfig()
     # data_root is written relative to the dataset file's folder.
     assert f'data_root = "{os.path.relpath(roots[fmt], output.parent)}"' in output.read_text()
     assert not [p for p in output.parent.iterdir() if p.name.startswith(".")], "no temporary file left"

@@ -25,7 +25,7 @@ from components.reporting_trainer.keys import (
     TRAINING_PREFIX,
     json_property,
 )
-from trainer_module.train import REPORT_FILE
+from trainer_module.config import REPORT_FILE, RUNTIME_KNOB
 
 
 class Executor(trainer_executor.GenericExecutor):
@@ -70,7 +70,7 @@ def with_runtime_epochs(exec_properties: dict[str, Any]) -> dict[str, Any]:
     raw = exec_properties.get("custom_config")
     # JSON text from TFX's orchestrators; a dict where a caller has decoded it already.
     custom_config = dict(raw) if isinstance(raw, dict) else json.loads(raw or "null") or {}
-    custom_config["epochs"] = int(epochs)
+    custom_config[RUNTIME_KNOB] = int(epochs)
     return {**exec_properties, "custom_config": json.dumps(custom_config, sort_keys=True)}
 
 

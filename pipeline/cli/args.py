@@ -16,12 +16,13 @@ from pipeline import config as config_lib
 from pipeline.config import PipelineConfig
 from pipeline.errors import ConfigError
 from pipeline.store.url import existing_store_url, sqlite_url
-from trainer_module import hardware, optimizer_choice
+from trainer_module import config as training_config
 
 if TYPE_CHECKING:
     from ml_metadata.metadata_store import metadata_store
 
-# PipelineConfig field set by each flag (by its argparse dest) that maps one to one.
+# PipelineConfig field set by each flag (by its argparse dest) that maps one to one. The
+# training knobs' flags are TrainingConfig's (training_flags).
 FIELD_OF_FLAG = {
     "home": "home",
     "dataset": "dataset",
@@ -29,22 +30,11 @@ FIELD_OF_FLAG = {
     "rows": "rows",
     "pipeline_name": "pipeline_name",
     "model_name": "model_name",
-    "epochs": "epochs",
-    "batch_size": "batch_size",
-    "learning_rate": "learning_rate",
     "blessing_threshold": "blessing_threshold",
     "max_metric_drop": "max_metric_drop",
     "keep_versions": "keep_versions",
     "beam_mode": "beam_mode",
     "metadata_url": "metadata_url",
-    "strategy": "strategy",
-    "precision": "precision",
-    "xla": "xla",
-    "optimizer": "optimizer",
-    "steps_per_execution": "steps_per_execution",
-    "accumulation_steps": "accumulation_steps",
-    "histogram_freq": "tensorboard_histogram_freq",
-    "profile_batches": "profile_batches",
 }
 
 
@@ -56,7 +46,29 @@ def _per_dataset(knob: str) -> str:
     """'20 penguins, 3 synthetic': a training knob's default in each built-in dataset file."""
     from pipeline import datasets
 
-    return ", ".join(f"{datasets.load(name).training[knob]} {name}" for name in datasets.builtin_names())
+    return ", ".join(f"{getattr(datasets.load(name).training, knob)} {name}" for name in datasets.builtin_names())
+
+
+def training_flags() -> list[dataclasses.Field]:
+    """The TrainingConfig fields that have a flag, whose argparse dest is the field's name."""
+    return [field for field in dataclasses.fields(training_config.TrainingConfig) if field.metadata["has_flag"]]
+
+
+def _add_training_flag(parser: argparse.ArgumentParser, field: dataclasses.Field) -> None:
+    """A knob's flag from its TrainingConfig field: --field-name unless it names another,
+    its help quoting the default (each built-in's, for a dataset knob)."""
+    meta = field.metadata
+    flag = meta["flag"] or "--" + field.name.replace("_", "-")
+    default = _per_dataset(field.name) if meta["per_dataset"] else field.default
+    options: dict[str, object] = {"dest": field.name, "help": meta["help"].format(default=default)}
+    if isinstance(field.default, bool):
+        # None when absent: the dataset file's value stands.
+        options.update(action="store_true", default=None)
+    elif meta["choices"]:
+        options["choices"] = meta["choices"]
+    else:
+        options.update(type=type(field.default), metavar=flag[2:].replace("-", "_").upper())
+    parser.add_argument(flag, **options)
 
 
 # --- single flags ----------------------------------------------------------------------
@@ -133,11 +145,11 @@ def add_pipeline_args(parser: argparse.ArgumentParser) -> None:
     add_model_name(parser, "name of the model under the serving dir (default: the dataset's)")
     parser.add_argument("--split", type=_split, help="train:eval hash buckets "
                                                      f"(default: {defaults['train_buckets']}:{defaults['eval_buckets']})")
-    parser.add_argument("--epochs", type=int, help=f"training epochs (default: {_per_dataset('epochs')})")
-    parser.add_argument("--batch-size", type=int,
-                        help=f"training batch size per replica (default: {_per_dataset('batch_size')})")
-    parser.add_argument("--learning-rate", type=float,
-                        help=f"Adam learning rate (default: {_per_dataset('learning_rate')})")
+    # The dataset knobs first, then the blessing, then how the Trainer runs.
+    knobs = training_flags()
+    for field in knobs:
+        if field.metadata["per_dataset"]:
+            _add_training_flag(parser, field)
     # --min-accuracy / --max-accuracy-drop: the names from before dataset files, kept working.
     parser.add_argument(config_lib.BLESSING_THRESHOLD_FLAG, "--min-accuracy", type=float, dest="blessing_threshold",
                         help="bound on the dataset file's blessing metric: the least accuracy or AUC, "
@@ -148,29 +160,9 @@ def add_pipeline_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--keep-versions", type=int,
                         help="pushed versions kept under the serving dir; stable/canary always are "
                              f"(default: {defaults['keep_versions']})")
-    parser.add_argument("--strategy", choices=hardware.STRATEGIES,
-                        help="tf.distribute strategy for the Trainer (default: auto, from the devices)")
-    parser.add_argument("--precision", choices=hardware.PRECISIONS,
-                        help="Keras mixed-precision policy for training (default: auto)")
-    parser.add_argument("--xla", choices=hardware.XLA_MODES,
-                        help="XLA-compile the training step (default: auto: on for GPU/TPU, "
-                             "off with a sparse-aware optimizer)")
-    parser.add_argument("--optimizer", choices=optimizer_choice.OPTIMIZERS,
-                        help="training optimizer: adam, or lazy_adam / adagrad_adam, which update only "
-                             "the embedding rows a batch touches (default: auto: lazy_adam when the "
-                             "model has embeddings, else adam)")
-    parser.add_argument("--steps-per-execution", type=int,
-                        help=f"training steps per tf.function call (default: {defaults['steps_per_execution']})")
-    parser.add_argument("--accumulation-steps", type=int,
-                        help="micro-batches per optimizer step (gradient accumulation; "
-                             f"default: {defaults['accumulation_steps']})")
-    parser.add_argument("--scale-learning-rate", action="store_true",
-                        help="multiply the learning rate by the number of replicas (linear scaling)")
-    parser.add_argument("--histogram-freq", type=int,
-                        help="epochs between TensorBoard weight histograms, 0 for none "
-                             f"(default: {defaults['tensorboard_histogram_freq']})")
-    parser.add_argument("--profile-batches", help="TensorBoard-profile batches START,END, 1 <= START <= END, "
-                                                  "e.g. 2,4")
+    for field in knobs:
+        if not field.metadata["per_dataset"]:
+            _add_training_flag(parser, field)
 
 
 def _builtin_datasets() -> tuple[str, ...]:
@@ -233,10 +225,10 @@ def config_from_args(args: argparse.Namespace, ignore: tuple[str, ...] = ()) -> 
     something else there); fields without a flag take the chosen dataset's defaults."""
     given: dict[str, object] = {field: getattr(args, flag) for flag, field in FIELD_OF_FLAG.items()
                                 if hasattr(args, flag) and flag not in ignore}
+    knobs = {field.name: getattr(args, field.name) for field in training_flags() if hasattr(args, field.name)}
+    given["knobs"] = {name: value for name, value in knobs.items() if value is not None}
     if getattr(args, "split", None):
         given["train_buckets"], given["eval_buckets"] = args.split
-    if getattr(args, "scale_learning_rate", False):
-        given["scale_learning_rate"] = True
     if getattr(args, "no_cache", False):
         given["enable_cache"] = False
     given["home"] = given.get("home") or config_lib.default_home()

@@ -18,7 +18,9 @@ import tomli
 
 from components.reporting_evaluator import keys as evaluator_keys
 from pipeline.errors import ConfigError
+from trainer_module import config as training_config
 from trainer_module import features
+from trainer_module.config import TrainingConfig
 from trainer_module.features import BINARY, MULTICLASS, REGRESSION, TASKS, Categorical, FeatureSpec
 
 BUILTIN_DIR = Path(__file__).resolve().parent
@@ -38,13 +40,12 @@ DEFAULT_BLESSING = {
     MULTICLASS: {"metric": "accuracy", "threshold": 0.6, "max_drop": 0.02},
     REGRESSION: {"metric": "rmse", "threshold": None, "max_drop": None},
 }
-DEFAULT_TRAINING = {"epochs": 20, "batch_size": 32, "learning_rate": 0.01, "hidden_units": [32, 16]}
 
 _TOP_KEYS = {"name", "data_root", "format", "label", "task", "classes", "positive", "schema", "slices",
              "generate", "rows", "features", "blessing", "training"}
 _FEATURE_KEYS = {"role", "max_tokens", "frequency_threshold", "embedding_dim"}
 _KIND_NAMES = {int: "a whole number", float: "a number", str: "a quoted string", list: "a list [...]",
-               dict: "a table"}
+               dict: "a table", bool: "true or false"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,7 +82,7 @@ class Dataset:
     slices: tuple[str, ...]
     features: tuple[Feature, ...]
     blessing: Blessing
-    training: dict[str, Any]
+    training: TrainingConfig  # [training] over TrainingConfig's defaults
     generate: str | None = None
     rows: int | None = None  # synthetic rows by default
 
@@ -328,16 +329,18 @@ class _Reader:
         return Blessing(metric, None if threshold is None else float(threshold),
                         None if max_drop is None else float(max_drop))
 
-    def training(self) -> dict[str, Any]:
+    def training(self) -> TrainingConfig:
+        """Every TrainingConfig knob may be set here; its range is checked with the flags
+        (PipelineConfig), which may override it."""
+        knobs = dataclasses.fields(training_config.TrainingConfig)
         table = self.get(self.raw, "training", dict, default={})
-        self.unknown_keys(table, set(DEFAULT_TRAINING), "training.")
-        training = dict(DEFAULT_TRAINING)
-        for key, default in DEFAULT_TRAINING.items():
-            kind = (int, float) if isinstance(default, float) else type(default)
-            training[key] = self.get(table, key, kind, "training.", default=default)
-        if not all(isinstance(u, int) and not isinstance(u, bool) for u in training["hidden_units"]):
-            raise self.fail("training.hidden_units", f"{training['hidden_units']!r} is not a list of whole numbers",
-                            "write e.g. hidden_units = [32, 16]")
-        training["hidden_units"] = tuple(training["hidden_units"])
-        training["learning_rate"] = float(training["learning_rate"])
-        return training
+        self.unknown_keys(table, {knob.name for knob in knobs}, "training.")
+        given = {}
+        for knob in (knob for knob in knobs if knob.name in table):
+            value = self.get(table, knob.name, training_config.value_kind(knob), "training.",
+                             choices=knob.metadata.get("choices") or None)
+            if isinstance(value, list) and not all(isinstance(u, int) and not isinstance(u, bool) for u in value):
+                raise self.fail(f"training.{knob.name}", f"{value!r} is not a list of whole numbers",
+                                f"write e.g. {knob.name} = {list(knob.default)}")
+            given[knob.name] = training_config.coerce(knob, value)
+        return training_config.TrainingConfig(**given)

@@ -12,7 +12,7 @@ the Parquet executor's), and TFDV computes its statistics. Then:
   (binary for two classes); decimals, or whole numbers with many values, regression;
 - blessing bounds (DEFAULT_BLESSING; for a regression the label's standard deviation, the
   RMSE of always predicting the mean), slices (a categorical with few values), training
-  (DEFAULT_TRAINING);
+  (TrainingConfig's dataset knobs);
 - the schema draft: every column with ExampleGen's type, the label required, features
   allowed to be missing, closed string domains for small text categoricals, and no numeric
   ranges a next batch could trip on.
@@ -32,8 +32,9 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from pipeline import tables
 from pipeline.atomic import atomic_path
-from pipeline.datasets import DEFAULT_BLESSING, DEFAULT_TRAINING, FORMATS, NAME_RE
+from pipeline.datasets import DEFAULT_BLESSING, FORMATS, NAME_RE
 from pipeline.errors import ConfigError
+from trainer_module import config as training_config
 from trainer_module import features
 from trainer_module.features import BINARY, MULTICLASS, REGRESSION, TASKS
 
@@ -365,7 +366,7 @@ def draft(data_root: Path, label: str, output: Path, fmt: str | None = None, tas
         name=dataset, output=output, schema_path=schema_path_for(output), data_root=root, format=fmt,
         files=len(tables.data_files(root, fmt)), rows=table.num_rows, label=label_column, task=task,
         classes=classes, task_reason=task_reason, decisions=decisions, slices=slices,
-        slice_reason=slice_reason, blessing=blessing_for(task, label_column), training=dict(DEFAULT_TRAINING),
+        slice_reason=slice_reason, blessing=blessing_for(task, label_column), training=training_config.dataset_defaults(),
     )
 
 

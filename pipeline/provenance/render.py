@@ -7,9 +7,11 @@ from typing import Any
 
 from components.atomic_pusher import keys as pusher_keys
 from serving.contract import latency_key
+from trainer_module import config as training_config
 
-# Hyperparameters shown first in the text tree; the rest follow in name order.
-_HEADLINE = ("epochs", "batch_size", "learning_rate", "hidden_units")
+# Hyperparameters shown first in the text tree (the knobs a dataset file sets); the rest
+# follow in name order.
+_HEADLINE = training_config.dataset_knobs()
 _TRAINING_SHOWN = ("train_steps", "examples_per_second", "fit_wall_s", "final_eval_accuracy", "final_eval_rmse",
                    "tf_version")
 

@@ -85,7 +85,7 @@ def deployment(config: PipelineConfig, options: CompileOptions) -> Deployment:
         pipeline_root=options.pipeline_root,
         data_root=data_types.RuntimeParameter(
             name=DATA_ROOT_PARAMETER, ptype=str, default=options.data_root or IMAGE_DATA_ROOT),
-        epochs=data_types.RuntimeParameter(name=EPOCHS_PARAMETER, ptype=int, default=config.epochs),
+        epochs=data_types.RuntimeParameter(name=EPOCHS_PARAMETER, ptype=int, default=config.training.epochs),
         blessing_threshold=None if config.blessing_threshold is None else data_types.RuntimeParameter(
             name=THRESHOLD_PARAMETER, ptype=float, default=float(config.blessing_threshold)),
         schema_file=image_path(config.spec.schema, f"the schema of {config.spec.path}"),

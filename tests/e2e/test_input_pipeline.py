@@ -11,7 +11,7 @@ import tensorflow as tf
 import tensorflow_transform as tft
 
 from pipeline import datasets
-from trainer_module import train
+from trainer_module import input
 
 pytestmark = pytest.mark.e2e
 
@@ -54,27 +54,27 @@ def test_every_example_is_read_once_per_epoch_as_tfxio_reads_it(first_run, split
     expected = _tfxio_rows(split_dir, tf_transform_output)
     pattern = [str(split_dir / "*")]
     for shuffle in (False, True):
-        dataset = train.input_dataset(pattern, tf_transform_output, LABEL, batch_size=32, shuffle=shuffle)
+        dataset = input.input_dataset(pattern, tf_transform_output, LABEL, batch_size=32, shuffle=shuffle)
         np.testing.assert_array_equal(_rows(dataset), expected)
         # The second epoch (from the cache) holds the same examples.
         np.testing.assert_array_equal(_rows(dataset), expected)
-    assert train.batches_per_epoch(dataset, pattern, 32) == math.ceil(len(expected) / 32)
-    dropping = train.input_dataset(pattern, tf_transform_output, LABEL, batch_size=32, shuffle=True,
+    assert input.batches_per_epoch(dataset, pattern, 32) == math.ceil(len(expected) / 32)
+    dropping = input.input_dataset(pattern, tf_transform_output, LABEL, batch_size=32, shuffle=True,
                                    drop_remainder=True)
-    assert train.batches_per_epoch(dropping, pattern, 32) == len(expected) // 32
+    assert input.batches_per_epoch(dropping, pattern, 32) == len(expected) // 32
 
 
 def test_data_too_large_to_cache_is_counted_from_its_records(first_run, monkeypatch):
     examples, tf_transform_output = _transform_outputs(first_run)
     split_dir = examples / "Split-train"
     expected = len(_tfxio_rows(split_dir, tf_transform_output))
-    monkeypatch.setattr(train, "CACHE_LIMIT_BYTES", 0)
+    monkeypatch.setattr(input, "CACHE_LIMIT_BYTES", 0)
     pattern = [str(split_dir / "*")]
-    dataset = train.input_dataset(pattern, tf_transform_output, LABEL, batch_size=32, shuffle=True)
-    assert train.batches_per_epoch(dataset, pattern, 32) == math.ceil(expected / 32)
-    dropping = train.input_dataset(pattern, tf_transform_output, LABEL, batch_size=32, shuffle=True,
+    dataset = input.input_dataset(pattern, tf_transform_output, LABEL, batch_size=32, shuffle=True)
+    assert input.batches_per_epoch(dataset, pattern, 32) == math.ceil(expected / 32)
+    dropping = input.input_dataset(pattern, tf_transform_output, LABEL, batch_size=32, shuffle=True,
                                    drop_remainder=True)
-    assert train.batches_per_epoch(dropping, pattern, 32) == expected // 32
+    assert input.batches_per_epoch(dropping, pattern, 32) == expected // 32
     assert len(_rows(dataset)) == expected
     # Nothing was cached: every epoch reads the files.
     assert len(_rows(dataset)) == expected
@@ -83,7 +83,7 @@ def test_data_too_large_to_cache_is_counted_from_its_records(first_run, monkeypa
 def test_shuffled_epochs_differ_in_order_and_full_batches_keep_their_shape(first_run):
     examples, tf_transform_output = _transform_outputs(first_run)
     pattern = [str(examples / "Split-train" / "*")]
-    dataset = train.input_dataset(pattern, tf_transform_output, LABEL, batch_size=32, shuffle=True,
+    dataset = input.input_dataset(pattern, tf_transform_output, LABEL, batch_size=32, shuffle=True,
                                   drop_remainder=True)
     epochs = [np.concatenate([label.numpy() for _, label in dataset]) for _ in range(3)]
     assert all(len(epoch) == len(epochs[0]) for epoch in epochs)
@@ -94,7 +94,7 @@ def test_shuffled_epochs_differ_in_order_and_full_batches_keep_their_shape(first
 def test_no_transformed_examples_is_one_clear_error(tmp_path, first_run):
     _, tf_transform_output = _transform_outputs(first_run)
     with pytest.raises(ValueError, match="rerun Transform"):
-        train.input_dataset([str(tmp_path / "*")], tf_transform_output, LABEL, batch_size=32, shuffle=False)
+        input.input_dataset([str(tmp_path / "*")], tf_transform_output, LABEL, batch_size=32, shuffle=False)
 
 
 def test_shards_mixing_compressions_are_one_clear_error(tmp_path, first_run):
@@ -105,4 +105,4 @@ def test_shards_mixing_compressions_are_one_clear_error(tmp_path, first_run):
         for record in tf.data.TFRecordDataset(str(shard), compression_type="GZIP").take(3):
             writer.write(record.numpy())
     with pytest.raises(ValueError, match="mix gzip"):
-        train.input_dataset([str(tmp_path / "*")], tf_transform_output, LABEL, batch_size=32, shuffle=False)
+        input.input_dataset([str(tmp_path / "*")], tf_transform_output, LABEL, batch_size=32, shuffle=False)

@@ -1,0 +1,154 @@
+"""TrainingConfig: every training knob once, with its default, choices, check and flag.
+
+The flags of `run` and `compile`, a dataset file's [training] table, the Trainer's
+custom_config (so MLMD, lineage and diff) and run_fn all derive from these fields: a knob
+added here appears in each. No TensorFlow import: the CLI and the pipeline's config read it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any, Mapping
+
+from trainer_module import hardware, optimizer_choice
+
+# The file run_fn writes into model_run, which the Trainer's executor copies onto the Model.
+REPORT_FILE = "training_report.json"
+# The knob a compiled pipeline takes as a runtime parameter (a runtime parameter cannot
+# live inside the custom_config dict): the Trainer's executor writes it back under this name.
+RUNTIME_KNOB = "epochs"
+
+
+def knob(default: Any, help: str, *, flag: str | None = None, choices: tuple[str, ...] = (),
+         per_dataset: bool = False, has_flag: bool = True) -> Any:
+    """A TrainingConfig field. help may quote {default}. flag: its name when not the field's
+    (`--field-name`). per_dataset: a knob a dataset file sets ([training] that `init` writes;
+    the flag's help quotes each built-in's value; lineage shows it first)."""
+    return dataclasses.field(default=default, metadata={
+        "help": help, "flag": flag, "choices": choices, "per_dataset": per_dataset, "has_flag": has_flag})
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingConfig:
+    epochs: int = knob(20, "training epochs (default: {default})", per_dataset=True)
+    batch_size: int = knob(32, "training batch size per replica (default: {default})", per_dataset=True)
+    learning_rate: float = knob(0.01, "Adam learning rate (default: {default})", per_dataset=True)
+    # A dataset file's only: no flag.
+    hidden_units: tuple[int, ...] = knob((32, 16), "units of each hidden layer", per_dataset=True, has_flag=False)
+    # Trainer hardware: each "auto" is resolved from the devices the Trainer sees.
+    strategy: str = knob("auto", "tf.distribute strategy for the Trainer (default: {default}, from the devices)",
+                         choices=hardware.STRATEGIES)
+    precision: str = knob("auto", "Keras mixed-precision policy for training (default: {default})",
+                          choices=hardware.PRECISIONS)
+    xla: str = knob("auto", "XLA-compile the training step (default: {default}: on for GPU/TPU, "
+                            "off with a sparse-aware optimizer)", choices=hardware.XLA_MODES)
+    optimizer: str = knob("auto", "training optimizer: adam, or lazy_adam / adagrad_adam, which update only "
+                                  "the embedding rows a batch touches (default: {default}: "
+                                  f"{optimizer_choice.SPARSE_DEFAULT} when the model has embeddings, else adam)",
+                          choices=optimizer_choice.OPTIMIZERS)
+    # Chosen by benchmarks/trainer_bench.py (see README, Speed).
+    steps_per_execution: int = knob(32, "training steps per tf.function call (default: {default})")
+    accumulation_steps: int = knob(1, "micro-batches per optimizer step (gradient accumulation; "
+                                      "default: {default})")
+    scale_learning_rate: bool = knob(False, "multiply the learning rate by the number of replicas (linear scaling)")
+    tensorboard_histogram_freq: int = knob(5, "epochs between TensorBoard weight histograms, 0 for none "
+                                              "(default: {default})", flag="--histogram-freq")
+    profile_batches: str = knob("", "TensorBoard-profile batches START,END, 1 <= START <= END, e.g. 2,4")
+
+    def __post_init__(self) -> None:
+        # A list from TOML or JSON: the field holds a tuple, so configs compare and hash.
+        for field in dataclasses.fields(self):
+            if isinstance(field.default, tuple):
+                object.__setattr__(self, field.name, tuple(getattr(self, field.name)))
+
+    def validate(self) -> None:
+        """Raises ValueError naming the first knob out of range (pipeline.config turns it
+        into the ConfigError a user sees)."""
+        for field, allowed in knob_choices(type(self)).items():
+            value = getattr(self, field)
+            _require(value in allowed, f"unknown {field} {value!r}; choose one of: {', '.join(allowed)}")
+        _require(self.steps_per_execution >= 1,
+                 f"steps per execution must be at least 1, got {self.steps_per_execution}")
+        _require(self.accumulation_steps >= 1,
+                 f"accumulation steps must be at least 1, got {self.accumulation_steps}")
+        _require(self.batch_size % self.accumulation_steps == 0,
+                 f"batch size {self.batch_size} must be a multiple of accumulation steps "
+                 f"{self.accumulation_steps} (each step trains on an equal micro-batch)")
+        _require(self.tensorboard_histogram_freq >= 0,
+                 f"histogram frequency must be 0 or more, got {self.tensorboard_histogram_freq}")
+        _require(_profile_range_ok(self.profile_batches),
+                 f"profile batches {self.profile_batches!r} must be START,END with 1 <= START <= END "
+                 "(Keras counts training batches from 1), e.g. 2,4; or empty for no profiling")
+        _require(self.epochs >= 1, f"epochs must be at least 1, got {self.epochs}")
+        _require(self.batch_size >= 1, f"batch size must be at least 1, got {self.batch_size}")
+        _require(0 < self.learning_rate < 10,
+                 f"learning rate must be in (0, 10), got {self.learning_rate}")
+        _require(len(self.hidden_units) >= 1 and all(u >= 1 for u in self.hidden_units),
+                 f"hidden units must be positive integers, got {self.hidden_units}")
+
+    def to_config(self) -> dict[str, Any]:
+        """The Trainer's custom_config entries: one per knob, named as the field, JSON types
+        (a tuple as a list). Runs recorded before TrainingConfig hold the same keys and types,
+        so lineage and diff across them show no change."""
+        return {field.name: _json(getattr(self, field.name)) for field in dataclasses.fields(self)}
+
+    @classmethod
+    def from_config(cls, custom_config: Mapping[str, Any]) -> TrainingConfig:
+        """The knobs in a Trainer's custom_config (other entries ignored); a missing one takes
+        its default."""
+        return cls(**{field.name: coerce(field, custom_config[field.name])
+                      for field in dataclasses.fields(cls) if field.name in custom_config})
+
+
+def knob_choices(config_class: type[TrainingConfig] = TrainingConfig) -> dict[str, tuple[str, ...]]:
+    return {field.name: field.metadata["choices"] for field in dataclasses.fields(config_class)
+            if field.metadata.get("choices")}
+
+
+def dataset_knobs(config_class: type[TrainingConfig] = TrainingConfig) -> tuple[str, ...]:
+    """The knobs a dataset file sets: `init` writes them, lineage shows them first."""
+    return tuple(field.name for field in dataclasses.fields(config_class) if field.metadata.get("per_dataset"))
+
+
+def dataset_defaults(config_class: type[TrainingConfig] = TrainingConfig) -> dict[str, Any]:
+    """The dataset knobs at their defaults, in JSON types: the [training] `init` writes."""
+    defaults = config_class().to_config()
+    return {name: defaults[name] for name in dataset_knobs(config_class)}
+
+
+def value_kind(field: dataclasses.Field) -> type | tuple[type, ...]:
+    """The TOML or JSON type a knob's value comes as: a float knob takes a whole number
+    too, a tuple knob a list."""
+    default = field.default
+    if isinstance(default, float):
+        return (int, float)
+    if isinstance(default, tuple):
+        return list
+    return type(default)
+
+
+def coerce(field: dataclasses.Field, value: Any) -> Any:
+    """value as the knob's type (custom_config comes back from JSON)."""
+    default = field.default
+    if isinstance(default, tuple):
+        return tuple(type(default[0])(item) for item in value)
+    return type(default)(value)
+
+
+def _json(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
+
+
+def _profile_range_ok(text: str) -> bool:
+    """What the Trainer's Keras TensorBoard callback profiles: batches START to END, counted
+    from 1 (it refuses END < START; START 0 would never match a batch)."""
+    if text == "":
+        return True
+    match = re.fullmatch(r"(\d+),(\d+)", text)
+    return match is not None and 1 <= int(match[1]) <= int(match[2])
+
+
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise ValueError(message)
