@@ -33,12 +33,12 @@ HIGHER_IS_BETTER = evaluator_keys.HIGHER_IS_BETTER
 TASK_METRICS = {BINARY: ("accuracy", "auc"), MULTICLASS: ("accuracy",), REGRESSION: ("rmse", "mae")}
 # A regression has no task-wide bound (it is in the label's units): `init` writes the
 # label's standard deviation, the error of always predicting the mean.
-DEFAULT_BLESSING = {
+DEFAULT_BLESSING: dict[str, dict[str, Any]] = {
     BINARY: {"metric": "auc", "threshold": 0.6, "max_drop": 0.02},
     MULTICLASS: {"metric": "accuracy", "threshold": 0.6, "max_drop": 0.02},
     REGRESSION: {"metric": "rmse", "threshold": None, "max_drop": None},
 }
-DEFAULT_TRAINING = {"epochs": 20, "batch_size": 32, "learning_rate": 0.01, "hidden_units": [32, 16]}
+DEFAULT_TRAINING: dict[str, Any] = {"epochs": 20, "batch_size": 32, "learning_rate": 0.01, "hidden_units": [32, 16]}
 
 _TOP_KEYS = {"name", "data_root", "format", "label", "task", "classes", "positive", "schema", "slices",
              "generate", "rows", "features", "blessing", "training"}
