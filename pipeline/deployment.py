@@ -83,7 +83,7 @@ def local(config: PipelineConfig, data_root: Path | None = None) -> Deployment:
     return Deployment(
         pipeline_root=str(config.pipeline_root),
         data_root=str(data_root or config.data_path),
-        # epochs is None only until validation fills it in; config.py does not say so yet.
+        # __post_init__ fills epochs in from the dataset file; the field's type still says Optional.
         epochs=config.epochs,  # type: ignore[arg-type]
         blessing_threshold=config.blessing_threshold,
         # ImportSchemaGen's cache key is the path: a content-addressed copy keeps an edited

@@ -61,7 +61,7 @@ def cache_signatures() -> None:
             signatures[bound] = read(func)
         return signatures[bound]
 
-    get_signature.uncached = read  # type: ignore[attr-defined]  # a marker on the function: mypy has no function attributes
+    get_signature.uncached = read  # type: ignore[attr-defined]  # mypy models no function attributes
     decorators.get_signature = core.get_signature = get_signature
 
 
