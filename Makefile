@@ -15,9 +15,9 @@ PYTHON310 ?= $(shell for p in python3.10 $$(ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/
 run: $(STAMP)
 	$(VENV)/bin/turbotfx run $(ARGS)
 
-# The tests start their own MariaDB and PostgreSQL servers on loopback: install the
-# Debian packages first when they are missing.
-test: $(STAMP) cluster-deps
+# Lint and types first, so CI (.ci/run: make test) holds both. The tests start their own
+# MariaDB and PostgreSQL servers on loopback: install the Debian packages first when missing.
+test: $(STAMP) lint cluster-deps
 	bash tests/doubles/install_db_servers.sh
 	$(PY) -m pytest $(ARGS)
 
@@ -30,12 +30,14 @@ cluster-test: $(STAMP) cluster-deps
 	$(PY) -m pytest -m cluster $(ARGS)
 
 # Everything but the end-to-end pipeline runs.
-test-fast: $(STAMP)
+test-fast: $(STAMP) lint
 	bash tests/doubles/install_db_servers.sh
 	$(PY) -m pytest -m "not e2e" $(ARGS)
 
+# ruff over the tree; mypy over the library packages ([tool.mypy] in pyproject.toml).
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 bench: $(STAMP)
 	$(PY) benchmarks/pipeline_bench.py $(ARGS)

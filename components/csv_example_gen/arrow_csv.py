@@ -204,7 +204,7 @@ def encode(table: pa.Table, types: dict[str, int]) -> list[bytes]:
             for record in example_coder.RecordBatchToExamplesEncoder().encode(batch)]
 
 
-def examples_by_split(path: str, names: Sequence[str], types: dict[str, int], buckets: Sequence[int],
+def examples_by_split(path: str, names: Sequence[str], types: dict[str, int], buckets: list[int],
                       split_config: example_gen_pb2.SplitConfig) -> Iterator[tuple[int, list[bytes]]]:
     """The file's examples grouped by output split: (split index, records); buckets are the
     splits' cumulative hash buckets."""

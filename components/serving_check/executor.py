@@ -51,7 +51,10 @@ def label_vocabulary_file(transform_graph_uri: str, vocabulary_name: str) -> str
         return ""
     import tensorflow_transform as tft
 
-    return tft.TFTransformOutput(transform_graph_uri).vocabulary_file_by_name(vocabulary_name)
+    path = tft.TFTransformOutput(transform_graph_uri).vocabulary_file_by_name(vocabulary_name)
+    if path is None:  # tft answers None, not an error, for a vocabulary the graph lacks
+        raise RuntimeError(f"the Transform graph at {transform_graph_uri} has no vocabulary {vocabulary_name!r}")
+    return path
 
 
 def run_check(model_dir: str, warmup_file: str, vocabulary_file: str,

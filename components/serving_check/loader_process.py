@@ -34,6 +34,8 @@ class LoaderProcess:
         self._output = tempfile.TemporaryFile()
         self._process = subprocess.Popen(COMMAND, stdin=subprocess.PIPE, stdout=self._output,
                                          stderr=subprocess.STDOUT)
+        assert self._process.stdin is not None  # stdin=PIPE: Popen's type cannot say so
+        self._stdin = self._process.stdin
 
     @property
     def pid(self) -> int:
@@ -50,8 +52,8 @@ class LoaderProcess:
     def check(self, args: list[str], timeout_s: float) -> int | None:
         """Sends the session check's arguments; its exit status, or None (killed) past timeout_s."""
         try:
-            self._process.stdin.write((json.dumps(args) + "\n").encode())
-            self._process.stdin.close()
+            self._stdin.write((json.dumps(args) + "\n").encode())
+            self._stdin.close()
         except OSError:  # it ended before the request: its exit status and output say why
             pass
         try:
@@ -76,7 +78,7 @@ class LoaderProcess:
             self._process.kill()
         self._process.wait()
         with contextlib.suppress(OSError):  # a request half-written to a dead process
-            self._process.stdin.close()
+            self._stdin.close()
 
 
 @contextlib.contextmanager

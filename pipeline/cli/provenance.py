@@ -64,17 +64,19 @@ def handle(args: argparse.Namespace) -> int:
         from pipeline.store import connection
 
         # A run still RUNNING whose process is gone was killed: shown as ABORTED.
-        live = connection.run_may_be_live(cli_args.query_store_url(args))
+        url = cli_args.query_store_url(args)
+        assert url is not None  # store_from_args above raised otherwise
+        live = connection.run_may_be_live(url)
         listed = runs.list_runs(store, args.pipeline_name, args.limit or None, live_runs_possible=live)
         print(_json(listed) if args.format == "json" else render.runs_text(listed))
     else:
         types = lineage.TypeNames(store)
-        found = []
+        pair = []
         for reference in (args.model_a, args.model_b):
             selector = {"model_version": str(reference)} if args.versions else {"artifact_id": reference}
             model = lineage.find_model(store, types=types, **selector)
-            found.append(lineage.model_lineage(store, model, types))
-        changes = diff.diff_models(*found)
+            pair.append(lineage.model_lineage(store, model, types))
+        changes = diff.diff_models(*pair)
         print(_json(changes) if args.format == "json" else render.diff_text(changes))
     return 0
 

@@ -87,6 +87,7 @@ def _serve(args: argparse.Namespace, config) -> dict[str, Any]:
             from pipeline.provenance import pushes
 
             # A lost models.config is rebuilt with these labels (serving/reconcile.py).
+            assert current.stable is not None and current.canary is not None  # promote and rollback set both
             pushes.record_label_change(store, name, current.stable, current.canary)
     origins = {}
     if store is not None and args.serving_command == "status":
@@ -121,7 +122,8 @@ def _chosen_models(args: argparse.Namespace, every_model: bool = False, needs_da
         if needs_dataset and dataset is None and name != PipelineConfig(home=workspace.home).model_name:
             raise ConfigError(f"no push of model {name!r} in this workspace records its dataset file; "
                               "give it with --dataset FILE")
-        chosen.append(PipelineConfig(home=workspace.home, model_name=name, **({"dataset": dataset} if dataset else {})))
+        overrides: dict[str, Any] = {"dataset": dataset} if dataset else {}
+        chosen.append(PipelineConfig(home=workspace.home, model_name=name, **overrides))
     return chosen
 
 

@@ -35,7 +35,7 @@ HIGHER_IS_BETTER = evaluator_keys.HIGHER_IS_BETTER
 TASK_METRICS = {BINARY: ("accuracy", "auc"), MULTICLASS: ("accuracy",), REGRESSION: ("rmse", "mae")}
 # A regression has no task-wide bound (it is in the label's units): `init` writes the
 # label's standard deviation, the error of always predicting the mean.
-DEFAULT_BLESSING = {
+DEFAULT_BLESSING: dict[str, dict[str, Any]] = {
     BINARY: {"metric": "auc", "threshold": 0.6, "max_drop": 0.02},
     MULTICLASS: {"metric": "accuracy", "threshold": 0.6, "max_drop": 0.02},
     REGRESSION: {"metric": "rmse", "threshold": None, "max_drop": None},

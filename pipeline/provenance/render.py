@@ -56,9 +56,9 @@ def lineage_text(lineage: dict[str, Any]) -> str:
     if trainer["effective"]:
         lines.append("   ├─ effective: " + ", ".join(f"{k}={_short(v)}" for k, v in trainer["effective"].items()))
     report = trainer["training_report"]
-    shown = [k for k in _TRAINING_SHOWN if k in report]
-    if shown:
-        lines.append("   ├─ training: " + ", ".join(f"{k}={_short(report[k])}" for k in shown))
+    training_shown = [k for k in _TRAINING_SHOWN if k in report]
+    if training_shown:
+        lines.append("   ├─ training: " + ", ".join(f"{k}={_short(report[k])}" for k in training_shown))
     lines.append(f"   ├─ code fingerprint {trainer['code_fingerprint']}")
     transform = lineage["transform"]
     if transform:

@@ -139,9 +139,9 @@ class RunSummary:
         elif self.blessed:
             lines.append("blessed: yes")
         else:
-            reasons = self.verdict.reasons(self.blessing_value)
-            lines.append("blessed: no" + (f" — {reasons[0]}" if reasons else ""))
-            lines += [f"         and {reason}" for reason in reasons[1:]]
+            broken = self.verdict.reasons(self.blessing_value)
+            lines.append("blessed: no" + (f" — {broken[0]}" if broken else ""))
+            lines += [f"         and {reason}" for reason in broken[1:]]
         if self.serving_check:
             lines.append(f"serving check: {_serving_check_line(self.serving_check)}")
         if self.pushed_path:

@@ -55,6 +55,7 @@ def _dataflow_args(options: BeamOptions, worker_image: str | None) -> list[str]:
     if missing:
         raise ConfigError(f"the Dataflow runner needs {', '.join(missing)} "
                           "(e.g. --project my-project --region us-central1 --temp-location gs://bucket/tmp)")
+    assert options.temp_location is not None  # in `missing` above otherwise
     if not options.temp_location.startswith("gs://"):
         raise ConfigError(f"Dataflow's temp location must be a gs:// path, got {options.temp_location!r}")
     args = [
@@ -74,7 +75,7 @@ def _dataflow_args(options: BeamOptions, worker_image: str | None) -> list[str]:
 def _portable_args(options: BeamOptions, worker_image: str | None) -> list[str]:
     name = options.runner.title()
     if options.runner == "spark" and options.spark_master:
-        args = _spark_master_args(options)
+        args = _spark_master_args(options.spark_master, options.spark_job_server_jar)
     elif options.job_endpoint:
         args = ["--runner=PortableRunner", f"--job_endpoint={options.job_endpoint}"]
     else:
@@ -84,12 +85,12 @@ def _portable_args(options: BeamOptions, worker_image: str | None) -> list[str]:
     return args + [f"--environment_cache_millis={ENVIRONMENT_CACHE_MS}"] + _worker_environment(options, worker_image, name)
 
 
-def _spark_master_args(options: BeamOptions) -> list[str]:
-    if not options.spark_master.startswith("spark://"):
-        raise ConfigError(f"--spark-master must look like spark://HOST:PORT, got {options.spark_master!r}")
-    jar = options.spark_job_server_jar or default_spark_job_server_jar()
+def _spark_master_args(spark_master: str, job_server_jar: str | None) -> list[str]:
+    if not spark_master.startswith("spark://"):
+        raise ConfigError(f"--spark-master must look like spark://HOST:PORT, got {spark_master!r}")
+    jar = job_server_jar or default_spark_job_server_jar()
     # SparkRunner starts (once per process) and stops the job server itself, from this jar.
-    return ["--runner=SparkRunner", f"--spark_master_url={options.spark_master}",
+    return ["--runner=SparkRunner", f"--spark_master_url={spark_master}",
             f"--spark_job_server_jar={jar}"]
 
 

@@ -61,7 +61,7 @@ def cache_signatures() -> None:
             signatures[bound] = read(func)
         return signatures[bound]
 
-    get_signature.uncached = read
+    get_signature.uncached = read  # type: ignore[attr-defined]  # mypy models no function attributes
     decorators.get_signature = core.get_signature = get_signature
 
 
@@ -85,9 +85,9 @@ def cache_option_views() -> None:
             of_these[cls] = view_as(self, cls)
         return of_these[cls]
 
-    cached_view_as.uncached = view_as
+    cached_view_as.uncached = view_as  # type: ignore[attr-defined]  # as get_signature.uncached above
     cached_view_as.__doc__ = view_as.__doc__
-    PipelineOptions.view_as = cached_view_as
+    PipelineOptions.view_as = cached_view_as  # type: ignore[method-assign]  # the point: a patched method
 
 
 def disable_in_memory_state_cache() -> None:

@@ -112,6 +112,7 @@ def image_path(path: Path, what: str) -> str:
 def compile_pipeline(config: PipelineConfig, options: CompileOptions) -> dict[str, Any]:
     """Writes the compiled pipeline to options.output; returns the PipelineJob dict."""
     validate(options, config)
+    from tfx.orchestration import data_types
     from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner
 
     from pipeline.pipeline import create_pipeline
@@ -123,7 +124,7 @@ def compile_pipeline(config: PipelineConfig, options: CompileOptions) -> dict[st
         deployment=compiled,
     )
     parameters = (compiled.data_root, compiled.epochs, compiled.blessing_threshold)
-    defaults = {p.name: p.default for p in parameters if p is not None}
+    defaults = {p.name: p.default for p in parameters if isinstance(p, data_types.RuntimeParameter)}
     runner = kubeflow_v2_dag_runner.KubeflowV2DagRunner(
         config=kubeflow_v2_dag_runner.KubeflowV2DagRunnerConfig(
             display_name=config.pipeline_name,

@@ -221,6 +221,7 @@ def _submit_kubeflow(options: SubmitOptions, package: dict[str, Any]) -> dict[st
     import kfp_server_api
     import urllib3
 
+    assert options.host is not None  # _validate requires --host for Kubeflow
     run = _kubeflow_run(options, package)
     try:
         client = kfp.Client(host=options.host, existing_token=os.environ.get(KFP_TOKEN_ENV))
