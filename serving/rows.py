@@ -164,7 +164,7 @@ class RowSchema:
         json.dumps writes it."""
         instance: dict[str, Any] = {}
         for name in self.features:
-            value = row.get(name)
+            value: Any = row.get(name)
             if self.types[name] == schema_pb2.BYTES:
                 instance[identifier(name)] = "" if _missing(value) else value
             else:

@@ -130,7 +130,7 @@ def value_kind(field: dataclasses.Field) -> type | tuple[type, ...]:
 
 def coerce(field: dataclasses.Field, value: Any) -> Any:
     """value as the knob's type (custom_config comes back from JSON)."""
-    default = field.default
+    default: Any = field.default  # every knob has a plain default (no default_factory)
     if isinstance(default, tuple):
         return tuple(type(default[0])(item) for item in value)
     return type(default)(value)

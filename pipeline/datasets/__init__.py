@@ -12,7 +12,7 @@ import hashlib
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import tomli
 
@@ -341,6 +341,6 @@ class _Reader:
                              choices=knob.metadata.get("choices") or None)
             if isinstance(value, list) and not all(isinstance(u, int) and not isinstance(u, bool) for u in value):
                 raise self.fail(f"training.{knob.name}", f"{value!r} is not a list of whole numbers",
-                                f"write e.g. {knob.name} = {list(knob.default)}")
+                                f"write e.g. {knob.name} = {list(cast(tuple, knob.default))}")
             given[knob.name] = training_config.coerce(knob, value)
         return training_config.TrainingConfig(**given)
