@@ -11,7 +11,7 @@ own floor and the ones below, never from one above (tests/test_architecture.py c
               store/connection (the MLMD store, ml_metadata)
   use         runners/ (local, kubeflow, submit, Beam settings), provenance/ (questions
               answered from MLMD: lineage, runs, diff, summary, render, pushes,
-              run_state), serving_state (the serving directory reconciled with MLMD)
+              run_state), workspace (the serving directory reconciled with MLMD)
   cli/        the `turbotfx` command line: the only floor that prints
 
 Keras 2 (tf_keras) is what TFT and TFMA expect: pin it before any import touches tf.keras.

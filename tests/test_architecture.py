@@ -129,7 +129,7 @@ PIPELINE_FLOORS = (
      "pipeline.datasets", "pipeline.tables"),
     ("pipeline.config", "pipeline.data", "pipeline.synthetic"),
     ("pipeline.store.connection", "pipeline.deployment", "pipeline.vertex", "pipeline.pipeline"),
-    ("pipeline.runners", "pipeline.provenance", "pipeline.serving_state"),
+    ("pipeline.runners", "pipeline.provenance", "pipeline.workspace"),
     ("pipeline.cli",),
 )
 

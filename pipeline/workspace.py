@@ -1,6 +1,6 @@
-"""Reconciles the workspace's serving directory with the metadata store before anything
-reads or changes it (`turbotfx run`, `turbotfx serving status|promote|rollback`): the
-rules are in serving/reconcile.py."""
+"""A workspace's life as library calls that never print. Here so far: the serving directory
+reconciled with the metadata store before anything reads or changes it (`turbotfx run`,
+`turbotfx serving status|promote|rollback`): the rules are in serving/reconcile.py."""
 
 from __future__ import annotations
 
