@@ -113,18 +113,25 @@ def _chosen_models(args: argparse.Namespace, every_model: bool = False, needs_da
     chosen = []
     for name in models:
         dataset = workspace.dataset_of_model(named, name) if needs_dataset else None
-        # A model with no recorded push of a dataset file is taken to be the default dataset's.
-        if needs_dataset and dataset is None and name != PipelineConfig(home=named.home).model_name:
+        # A model with no recorded push of a dataset file is taken to be the default dataset's
+        # (named.spec: no --dataset was given).
+        if needs_dataset and dataset is None and name != named.spec.name:
             raise ConfigError(f"no push of model {name!r} in this workspace records its dataset file; "
                               "give it with --dataset FILE")
-        chosen.append(PipelineConfig(home=named.home, model_name=name, **({"dataset": dataset} if dataset else {})))
+        # Built again only where it differs from the config the flags named.
+        same = dataset is None and name == named.model_name
+        chosen.append(named if same else PipelineConfig(home=named.home, model_name=name,
+                                                        **({"dataset": dataset} if dataset else {})))
     return chosen
 
 
 def _reconciled_store(args: argparse.Namespace, config):
     """The store (None when no run has made one), after the serving directory was brought
     into agreement with its push records; what that changed goes to stderr."""
-    url = cli_args.query_store_url(args)
+    from pipeline.store.url import existing_store_url
+
+    # config's store is the one the flags name: --metadata-url, else the workspace's SQLite file.
+    url = existing_store_url(args.metadata_url, config.metadata_path)
     if url is None:
         return None
     from pipeline import workspace
