@@ -39,7 +39,7 @@ from ml_metadata.proto import metadata_store_pb2 as mlmd_pb
 
 from components.atomic_pusher.keys import PUSHED, PUSHED_DESTINATION, PUSHED_VERSION
 from pipeline.config import PipelineConfig
-from pipeline.provenance import lineage, runs
+from pipeline.provenance import graph, lineage, runs
 from pipeline.store import connection, url
 
 RUN_ARGS = ["--epochs", "5", "--min-accuracy", "0.5"]  # tiny, but above the trivial baseline: blessed, pushed
@@ -63,9 +63,9 @@ class RunCopier:
     def __init__(self, store: metadata_store.MetadataStore, source: mlmd_pb.Context) -> None:
         self.store = store
         self.source = source
-        types = lineage.TypeNames(store)
+        types = graph.TypeNames(store)
         self.pipeline = next(p for p in store.get_parent_contexts_by_context(source.id)
-                             if types.context(p.type_id) == lineage.PIPELINE_CONTEXT)
+                             if types.context(p.type_id) == graph.PIPELINE_CONTEXT)
         self.executions = sorted(store.get_executions_by_context(source.id), key=lambda e: e.id)
         self.events: dict[int, list[mlmd_pb.Event]] = {e.id: [] for e in self.executions}
         for event in store.get_events_by_execution_ids(list(self.events)):
@@ -87,7 +87,7 @@ class RunCopier:
     def examples_id(self) -> int:
         """The source run's ExampleGen output: every copy trains on it."""
         return next(e.artifact_id for execution in self.executions for e in self.events[execution.id]
-                    if self.nodes[execution.id][0].endswith("ExampleGen") and e.type == lineage.OUTPUT)
+                    if self.nodes[execution.id][0].endswith("ExampleGen") and e.type == graph.OUTPUT)
 
     def copy(self, number: int) -> int:
         """Records run `number` (the store's how-many-th run); returns its new model's id."""
@@ -105,14 +105,14 @@ class RunCopier:
             fresh = node in FRESH_NODES
             pairs = []
             for event in self.events[execution.id]:
-                if event.type == lineage.INPUT and lineage.event_key(event) == "baseline_model":
+                if event.type == graph.INPUT and graph.event_key(event) == "baseline_model":
                     continue  # replaced below: the baseline is the previous copy's model
-                if event.type == lineage.OUTPUT and fresh:
+                if event.type == graph.OUTPUT and fresh:
                     new[event.artifact_id] = self._new_artifact(event.artifact_id, number, new)
                 artifact = new.get(event.artifact_id, self.artifacts[event.artifact_id])
                 pairs.append((artifact, mlmd_pb.Event(type=event.type, path=event.path)))
             if node == "Evaluator":
-                pairs.append((self.previous_model, _event(lineage.INPUT, "baseline_model")))
+                pairs.append((self.previous_model, _event(graph.INPUT, "baseline_model")))
             state = mlmd_pb.Execution.COMPLETE if fresh else mlmd_pb.Execution.CACHED
             _, artifact_ids, _ = self.store.put_execution(
                 _copied_execution(execution, state), pairs, [self.pipeline, run, node_context],
@@ -168,7 +168,7 @@ def _run_name(source_name: str, number: int) -> str:
 
 def fill(store: metadata_store.MetadataStore, total_runs: int) -> int:
     """Copies the store's first run until it holds total_runs runs; returns the examples id."""
-    existing = sorted(store.get_contexts_by_type(lineage.RUN_CONTEXT), key=lambda c: c.id)
+    existing = sorted(store.get_contexts_by_type(graph.RUN_CONTEXT), key=lambda c: c.id)
     if len(existing) > total_runs:
         sys.exit(f"the store already holds {len(existing)} runs, more than --runs {total_runs}; "
                  "use another --workdir")
@@ -216,7 +216,7 @@ def raw_upstream(store: metadata_store.MetadataStore, model_id: int) -> mlmd_pb.
     options = mlmd_pb.LineageSubgraphQueryOptions(
         max_num_hops=lineage.UPSTREAM_HOPS, direction=mlmd_pb.LineageSubgraphQueryOptions.UPSTREAM)
     options.starting_artifacts.filter_query = f"id = {int(model_id)}"
-    return store.get_lineage_subgraph(options, lineage.GRAPH_FIELDS)
+    return store.get_lineage_subgraph(options, graph.GRAPH_FIELDS)
 
 
 def cli_seconds(home: Path) -> float:
@@ -241,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
 def bench(home: Path, total_runs: int, repeats: int) -> int:
     store_url = url.sqlite_url(PipelineConfig(home=str(home)).metadata_path)
     store = connection.open_store(store_url)
-    if not store.get_contexts_by_type(lineage.RUN_CONTEXT):
+    if not store.get_contexts_by_type(graph.RUN_CONTEXT):
         run_pipeline(home)
     examples_id = fill(store, total_runs)
     found = verify(store, total_runs, examples_id)

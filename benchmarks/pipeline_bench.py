@@ -27,13 +27,13 @@ ANCHOR_BEAM_ARGS: list[str] = []
 
 def component_seconds(metadata_path: Path) -> dict[str, float]:
     """Seconds of each component of the store's newest run, whatever its pipeline's name."""
-    from pipeline.provenance import lineage, summary
+    from pipeline.provenance import graph, summary
     from pipeline.store import connection, url
 
     store = connection.open_store(url.sqlite_url(metadata_path))
-    runs = store.get_contexts_by_type(lineage.RUN_CONTEXT)
+    runs = store.get_contexts_by_type(graph.RUN_CONTEXT)
     newest = summary.summarize(store, max(runs, key=lambda c: c.create_time_since_epoch),
-                               lineage.TypeNames(store), with_components=True)
+                               graph.TypeNames(store), with_components=True)
     return {c.node_id: c.seconds for c in newest.components}
 
 

@@ -9,9 +9,11 @@ own floor and the ones below, never from one above (tests/test_architecture.py c
   config      config (PipelineConfig), data (a run's input: generated or checked), synthetic
   definition  pipeline (create_pipeline), deployment (local vs compiled), vertex;
               store/connection (the MLMD store, ml_metadata)
-  use         runners/ (local, kubeflow, submit, Beam settings), provenance/ (questions
-              answered from MLMD: lineage, runs, diff, summary, render, pushes,
-              run_state), serving_state (the serving directory reconciled with MLMD)
+  use         runners/ (local, kubeflow, submit, Beam settings), provenance/ (MLMD read
+              and the pipeline's own records in it: graph, lineage, summary, verdict, runs,
+              diff, render, pushes, run_state), workspace (a workspace's life as library
+              calls: the store held and checked, runs left unfinished marked, serving
+              reconciled with MLMD, one pipeline run start to end; never prints)
   cli/        the `turbotfx` command line: the only floor that prints
 
 Keras 2 (tf_keras) is what TFT and TFMA expect: pin it before any import touches tf.keras.

@@ -10,7 +10,7 @@ disagreeing; the rules (README, "Recovery"):
   - a missing models.config entry, or labels an orphan held, are rebuilt from the records:
     the labels last recorded (by a push, a promote or a rollback) where those versions are
     still on disk, else the newest recorded version as both stable and canary.
-This module knows files only; the records come from the caller (pipeline/serving_state.py).
+This module knows files only; the records come from the caller (pipeline/workspace.py).
 """
 
 from __future__ import annotations

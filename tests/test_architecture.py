@@ -100,6 +100,7 @@ def test_the_graph_is_read_from_the_source():
     graph = import_graph()
     # Known edges: if these are not found, the reader is broken and the checks below are vacuous.
     assert "pipeline.cli.args" in graph["pipeline.cli.run"]
+    assert "pipeline.workspace" in graph["pipeline.cli.run"]  # inside the handler
     assert "pipeline.store.url" in graph["pipeline.config"]
     assert "serving.contract" in graph["serving.warmup"]
     assert "pipeline.provenance.lineage" in graph["pipeline.cli.provenance"]  # inside the handler
@@ -129,7 +130,7 @@ PIPELINE_FLOORS = (
      "pipeline.datasets", "pipeline.tables"),
     ("pipeline.config", "pipeline.data", "pipeline.synthetic"),
     ("pipeline.store.connection", "pipeline.deployment", "pipeline.vertex", "pipeline.pipeline"),
-    ("pipeline.runners", "pipeline.provenance", "pipeline.serving_state"),
+    ("pipeline.runners", "pipeline.provenance", "pipeline.workspace"),
     ("pipeline.cli",),
 )
 
@@ -148,6 +149,7 @@ def test_every_pipeline_module_has_a_floor():
     assert [m for m in import_graph() if m.startswith("pipeline") and floor_of(m) is None] == []
     assert floor_of("pipeline.store.url") == 0 and floor_of("pipeline.store.connection") == 2
     assert floor_of("pipeline.cli.args") == 4
+    assert floor_of("pipeline.workspace") == floor_of("pipeline.provenance.graph") == 3
 
 
 def test_pipeline_imports_only_its_own_floor_or_below():

@@ -125,7 +125,7 @@ def test_a_pusher_unfinished_for_longer_than_a_push_takes_is_not_in_flight(tmp_p
 
 def test_every_store_of_the_workspace_vouches_for_its_pushes(tmp_path) -> None:
     """Each --pipeline-name keeps a store of its own and pushes into the one serving directory."""
-    from pipeline import serving_state
+    from pipeline import workspace
     from pipeline.config import PipelineConfig
     from serving import model_config, publish
     from serving import push as push_lib
@@ -142,7 +142,7 @@ def test_every_store_of_the_workspace_vouches_for_its_pushes(tmp_path) -> None:
                                                outputs=[labelled_push(str(version), stable=labels["stable"])])
     versions = push_lib.versions(first_config.serving_dir)
     for config in (first_config, other_config):
-        result = serving_state.reconcile_serving(config, stores[config.pipeline_name].mlmd, live_runs_possible=False)
+        result = workspace.reconcile_serving(config, stores[config.pipeline_name].mlmd, live_runs_possible=False)
         assert result.set_aside == [] and result.unaccounted == []
     assert push_lib.versions(first_config.serving_dir) == versions and len(versions) == 2
     assert model_config.status(first_config.serving_dir.parent, "penguins").canary == versions[-1]

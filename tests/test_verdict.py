@@ -147,15 +147,15 @@ def test_a_metric_that_could_not_be_computed_still_names_its_bound(tmp_path):
 
 
 def test_a_run_that_pushed_nothing_says_why_and_exits_not_blessed():
-    from pipeline.cli import run as run_command
+    from pipeline import workspace
 
     def completed(**fields) -> summary.RunSummary:
         return summary.RunSummary(run_id="r", pipeline="turbotfx", status="COMPLETE", start_ms=0, end_ms=1,
                                   components=[], **fields)
 
     failed_check = completed(blessed=True, serving_check={"passed": False, "problems": ["no serving_raw signature"]})
-    assert run_command._why_nothing_was_pushed(failed_check) == "the serving check failed: no serving_raw signature"
+    assert workspace.why_nothing_was_pushed(failed_check) == "the serving check failed: no serving_raw signature"
     not_blessed = completed(blessed=False)
-    assert run_command._why_nothing_was_pushed(not_blessed).startswith("not blessed")
+    assert workspace.why_nothing_was_pushed(not_blessed).startswith("not blessed")
     pushed = completed(blessed=True, serving_check={"passed": True, "problems": []}, pushed_version="17")
-    assert run_command._why_nothing_was_pushed(pushed) is None
+    assert workspace.why_nothing_was_pushed(pushed) is None

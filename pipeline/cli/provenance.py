@@ -52,7 +52,7 @@ def handle(args: argparse.Namespace) -> int:
         store = _store_with_push(args)
     else:
         store = cli_args.store_from_args(args)
-    from pipeline.provenance import diff, lineage, render, runs
+    from pipeline.provenance import diff, graph, lineage, render, runs
 
     if args.command == "lineage":
         model = lineage.find_model(store, latest=args.latest, model_version=args.model_version,
@@ -70,7 +70,7 @@ def handle(args: argparse.Namespace) -> int:
         listed = runs.list_runs(store, args.pipeline_name, args.limit or None, live_runs_possible=live)
         print(_json(listed) if args.format == "json" else render.runs_text(listed))
     else:
-        types = lineage.TypeNames(store)
+        types = graph.TypeNames(store)
         pair = []
         for reference in (args.model_a, args.model_b):
             selector = {"model_version": str(reference)} if args.versions else {"artifact_id": reference}

@@ -102,38 +102,45 @@ def _chosen_models(args: argparse.Namespace, every_model: bool = False, needs_da
     every one of several when every_model, else a ConfigError asking which. A workspace
     serving nothing gets the default dataset's. needs_dataset (rows to predict): the config
     carries the dataset file the model's newest push was trained from."""
-    from pipeline import serving_state
+    from pipeline import workspace
     from pipeline.config import PipelineConfig
     from serving import model_config
 
-    workspace = cli_args.workspace_config(args)
+    named = cli_args.workspace_config(args)
     if getattr(args, "dataset", None):
-        return [workspace]
-    models = [args.model_name] if args.model_name else model_config.served_models(workspace.serving_dir.parent)
+        return [named]
+    models = [args.model_name] if args.model_name else model_config.served_models(named.serving_dir.parent)
     if not models:
-        return [workspace]
+        return [named]
     if len(models) > 1 and not every_model:
         raise ConfigError(f"this workspace serves {len(models)} models ({', '.join(models)}); say which with "
                           "--model-name NAME or --dataset FILE")
     chosen = []
     for name in models:
-        dataset = serving_state.dataset_of_model(workspace, name) if needs_dataset else None
-        # A model with no recorded push of a dataset file is taken to be the default dataset's.
-        if needs_dataset and dataset is None and name != PipelineConfig(home=workspace.home).model_name:
+        dataset = workspace.dataset_of_model(named, name) if needs_dataset else None
+        # A model with no recorded push of a dataset file is taken to be the default dataset's
+        # (named.spec: no --dataset was given).
+        if needs_dataset and dataset is None and name != named.spec.name:
             raise ConfigError(f"no push of model {name!r} in this workspace records its dataset file; "
                               "give it with --dataset FILE")
+        # Built again only where it differs from the config the flags named.
+        same = dataset is None and name == named.model_name
         overrides: dict[str, Any] = {"dataset": dataset} if dataset else {}
-        chosen.append(PipelineConfig(home=workspace.home, model_name=name, **overrides))
+        chosen.append(named if same else PipelineConfig(home=named.home, model_name=name,
+                                                        **overrides))
     return chosen
 
 
 def _reconciled_store(args: argparse.Namespace, config):
     """The store (None when no run has made one), after the serving directory was brought
     into agreement with its push records; what that changed goes to stderr."""
-    url = cli_args.query_store_url(args)
+    from pipeline.store.url import existing_store_url
+
+    # config's store is the one the flags name: --metadata-url, else the workspace's SQLite file.
+    url = existing_store_url(args.metadata_url, config.metadata_path)
     if url is None:
         return None
-    from pipeline import serving_state
+    from pipeline import workspace
     from pipeline.store import connection
 
     try:
@@ -144,7 +151,7 @@ def _reconciled_store(args: argparse.Namespace, config):
         # Status still lists what is on disk, unchecked against the records.
         print(f"turbotfx: warning: {err}; versions below are not checked against push records", file=sys.stderr)
         return None
-    result = serving_state.reconcile_serving(config, store, connection.run_may_be_live(url))
+    result = workspace.reconcile_serving(config, store, connection.run_may_be_live(url))
     for line in result.messages():
         print(f"turbotfx: {line}", file=sys.stderr)
     return store

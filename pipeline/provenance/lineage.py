@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import collections
 import json
-import math
 from typing import Any
 
 from ml_metadata.metadata_store import metadata_store
@@ -21,126 +20,40 @@ from components.reporting_evaluator import keys as evaluator_keys
 from components.reporting_trainer import keys as trainer_keys
 from components.serving_check import keys as check_keys
 from pipeline.errors import ConfigError
+from pipeline.provenance.graph import (
+    INPUT,
+    OUTPUT,
+    PIPELINE_CONTEXT,
+    PUSHED_FILTER,
+    RUN_CONTEXT,
+    STATE_NAMES,
+    Graph,
+    TypeNames,
+    decoded_json,
+    event_key,
+    first,
+    json_property,
+    last,
+    prefixed_properties,
+    property_of,
+    subgraph,
+)
 from trainer_module.features import CONFIG_KEY as FEATURES_KEY
 
-INPUT = mlmd_pb.Event.INPUT
-OUTPUT = mlmd_pb.Event.OUTPUT
 # model <- Trainer <- transform graph <- Transform <- examples <- ExampleGen: five hops,
 # one more reaches ImportSchemaGen's output's producer.
 UPSTREAM_HOPS = 6
 # model -> Evaluator, Pusher -> evaluation, blessing, pushed model.
 DOWNSTREAM_HOPS = 2
-# Only what the graph walk reads: the types come from one cached lookup instead.
-GRAPH_FIELDS = ["artifacts", "executions", "events"]
 # Training-report entries that resolve an `auto` or derived setting.
 EFFECTIVE_KEYS = ("strategy", "replicas", "precision", "xla", "optimizer", "global_batch_size",
                   "effective_learning_rate")
 # What the serving check records on its InfraBlessing, shown as is.
 SERVING_CHECK_KEYS = (*check_keys.LATENCY_KEYS, check_keys.PROBLEMS)
-STATE_NAMES = {value: name for name, value in mlmd_pb.Execution.State.items()}
-# TFX's contexts: the pipeline, one run of it, and each node ("<pipeline>.<node id>").
-PIPELINE_CONTEXT, RUN_CONTEXT, NODE_CONTEXT = "pipeline", "pipeline_run", "node"
-# PushedModels that were really pushed (TFX records a PushedModel for every Pusher run).
-PUSHED_FILTER = f"type = 'PushedModel' AND custom_properties.{pusher_keys.PUSHED}.int_value = 1"
 
 
 class LineageError(ConfigError):
     """A lineage question the store cannot answer (no such model, version or artifact)."""
-
-
-class TypeNames:
-    """Type id -> name, fetched once per store: types never change once registered."""
-
-    def __init__(self, store: metadata_store.MetadataStore) -> None:
-        self.store = store
-        self._artifacts: dict[int, str] = {}
-        self._executions: dict[int, str] = {}
-        self._contexts: dict[int, str] = {}
-
-    def artifact(self, type_id: int) -> str:
-        if type_id not in self._artifacts:
-            self._artifacts = {t.id: t.name for t in self.store.get_artifact_types()}
-        return self._artifacts.get(type_id, "?")
-
-    def execution(self, type_id: int) -> str:
-        if type_id not in self._executions:
-            self._executions = {t.id: t.name for t in self.store.get_execution_types()}
-        return self._executions.get(type_id, "?")
-
-    def context(self, type_id: int) -> str:
-        if type_id not in self._contexts:
-            self._contexts = {t.id: t.name for t in self.store.get_context_types()}
-        return self._contexts.get(type_id, "?")
-
-
-class Graph:
-    """Artifacts, executions and the events between them, merged from several queries."""
-
-    def __init__(self, types: TypeNames) -> None:
-        self.types = types
-        self.artifacts: dict[int, mlmd_pb.Artifact] = {}
-        self.executions: dict[int, mlmd_pb.Execution] = {}
-        # Edges (artifact id, execution id, event type, key), indexed both ways: a store
-        # with many cached reruns puts hundreds of executions in one subgraph.
-        self._edges: set[tuple[int, int, int, str]] = set()
-        self._by_artifact: dict[int, list[tuple[int, int, int, str]]] = collections.defaultdict(list)
-        self._by_execution: dict[int, list[tuple[int, int, int, str]]] = collections.defaultdict(list)
-
-    def add(self, artifacts=(), executions=(), events=()) -> None:
-        self.artifacts.update((a.id, a) for a in artifacts)
-        self.executions.update((e.id, e) for e in executions)
-        for event in events:
-            edge = (event.artifact_id, event.execution_id, event.type, event_key(event))
-            if edge not in self._edges:
-                self._edges.add(edge)
-                self._by_artifact[edge[0]].append(edge)
-                self._by_execution[edge[1]].append(edge)
-
-    @property
-    def events(self) -> list[tuple[int, int, int, str]]:
-        return sorted(e for e in self._edges if e[0] in self.artifacts and e[1] in self.executions)
-
-    def artifact_type(self, artifact: mlmd_pb.Artifact) -> str:
-        return self.types.artifact(artifact.type_id)
-
-    def execution_type(self, execution: mlmd_pb.Execution) -> str:
-        return self.types.execution(execution.type_id)
-
-    def producer(self, artifact_id: int) -> mlmd_pb.Execution | None:
-        """The execution that made the artifact: the first one, not a later cached reuse."""
-        ids = [e[1] for e in self._by_artifact[artifact_id] if e[2] == OUTPUT and e[1] in self.executions]
-        return self.executions[min(ids)] if ids else None
-
-    def inputs(self, execution_id: int, key: str) -> list[mlmd_pb.Artifact]:
-        return self._artifacts_of(execution_id, INPUT, key)
-
-    def outputs(self, execution_id: int, key: str) -> list[mlmd_pb.Artifact]:
-        return self._artifacts_of(execution_id, OUTPUT, key)
-
-    def _artifacts_of(self, execution_id: int, event_type: int, key: str) -> list[mlmd_pb.Artifact]:
-        return [self.artifacts[e[0]] for e in self._by_execution[execution_id]
-                if e[2] == event_type and e[3] == key and e[0] in self.artifacts]
-
-    def consumers(self, artifact_id: int, key: str) -> list[mlmd_pb.Execution]:
-        ids = {e[1] for e in self._by_artifact[artifact_id]
-               if e[2] == INPUT and e[3] == key and e[1] in self.executions}
-        return [self.executions[i] for i in sorted(ids)]
-
-
-def event_key(event: mlmd_pb.Event) -> str:
-    """The component input or output name the event belongs to ('model', 'examples', ...)."""
-    for step in event.path.steps:
-        if step.HasField("key"):
-            return step.key
-    return ""
-
-
-def subgraph(store: metadata_store.MetadataStore, artifact_id: int, direction: int,
-             hops: int) -> mlmd_pb.LineageGraph:
-    """One get_lineage_subgraph call from one artifact."""
-    options = mlmd_pb.LineageSubgraphQueryOptions(max_num_hops=hops, direction=direction)
-    options.starting_artifacts.filter_query = f"id = {int(artifact_id)}"
-    return store.get_lineage_subgraph(options, GRAPH_FIELDS)
 
 
 # --- which model -------------------------------------------------------------------
@@ -310,21 +223,21 @@ def model_lineage(
     trainer = graph.producer(model.id)
     if trainer is None:
         raise LineageError(f"model {model.id} has no recorded Trainer execution in this metadata store")
-    transform_graph = _first(graph.inputs(trainer.id, "transform_graph"))
+    transform_graph = first(graph.inputs(trainer.id, "transform_graph"))
     transform = graph.producer(transform_graph.id) if transform_graph else None
-    raw_examples = _first(graph.inputs(transform.id, "examples")) if transform else None
+    raw_examples = first(graph.inputs(transform.id, "examples")) if transform else None
     if raw_examples is None:  # a pipeline without Transform trains on ExampleGen's output
-        raw_examples = _first(graph.inputs(trainer.id, "examples"))
-    schema = _first(graph.inputs(trainer.id, "schema"))
+        raw_examples = first(graph.inputs(trainer.id, "examples"))
+    schema = first(graph.inputs(trainer.id, "schema"))
     contexts = _contexts_of(store, types, trainer.id)
     _add_data_checks(store, graph, contexts.get(RUN_CONTEXT), raw_examples)
     statistics = _latest_of_type(graph, "ExampleStatistics")
     anomalies = _latest_of_type(graph, "ExampleAnomalies")
 
-    evaluator = _last(_finished(graph.consumers(model.id, "model"), graph, has_output="evaluation"))
-    evaluation = _first(graph.outputs(evaluator.id, "evaluation")) if evaluator else None
-    blessing = _first(graph.outputs(evaluator.id, "blessing")) if evaluator else None
-    baseline = _first(graph.inputs(evaluator.id, "baseline_model")) if evaluator else None
+    evaluator = last(_finished(graph.consumers(model.id, "model"), graph, has_output="evaluation"))
+    evaluation = first(graph.outputs(evaluator.id, "evaluation")) if evaluator else None
+    blessing = first(graph.outputs(evaluator.id, "blessing")) if evaluator else None
+    baseline = first(graph.inputs(evaluator.id, "baseline_model")) if evaluator else None
     infra_blessings = [a for e in _finished(graph.consumers(model.id, "model"), graph, has_output="blessing")
                        for a in graph.outputs(e.id, "blessing") if graph.artifact_type(a) == "InfraBlessing"]
     infra_blessing = max(infra_blessings, key=lambda a: a.id) if infra_blessings else None
@@ -347,7 +260,7 @@ def model_lineage(
             "state": STATE_NAMES.get(trainer.last_known_state, "UNKNOWN"),
             "hyperparameters": hyperparameters(trainer),
             "effective": {key: report[key] for key in EFFECTIVE_KEYS if key in report},
-            "code_fingerprint": _json_property(trainer, "custom_config").get(trainer_keys.CODE_FINGERPRINT_KEY),
+            "code_fingerprint": json_property(trainer, "custom_config").get(trainer_keys.CODE_FINGERPRINT_KEY),
             "training_report": report,
         },
         "dataset": dataset_of(trainer),
@@ -360,10 +273,10 @@ def model_lineage(
         "examples": None if raw_examples is None else {
             "id": raw_examples.id,
             "uri": raw_examples.uri,
-            "span": _property(raw_examples, "span"),
-            "version": _property(raw_examples, "version"),
-            "splits": json.loads(_property(raw_examples, "split_names") or "[]"),
-            "fingerprint": _property(raw_examples, "input_fingerprint"),
+            "span": property_of(raw_examples, "span"),
+            "version": property_of(raw_examples, "version"),
+            "splits": json.loads(property_of(raw_examples, "split_names") or "[]"),
+            "fingerprint": property_of(raw_examples, "input_fingerprint"),
         },
         "statistics": None if statistics is None else {"id": statistics.id, "uri": statistics.uri},
         "anomalies": None if anomalies is None else {
@@ -373,9 +286,9 @@ def model_lineage(
             "id": evaluation.id,
             "uri": evaluation.uri,
             "metrics": prefixed_properties(evaluation, evaluator_keys.METRIC_PREFIX),
-            "blessing_metric": _property(evaluation, evaluator_keys.BLESSING_METRIC),
-            "undefined_metrics": _decoded_json(_property(evaluation, evaluator_keys.UNDEFINED_METRICS)),
-            "confusion_matrix": _decoded_json(_property(evaluation, evaluator_keys.CONFUSION_MATRIX)),
+            "blessing_metric": property_of(evaluation, evaluator_keys.BLESSING_METRIC),
+            "undefined_metrics": decoded_json(property_of(evaluation, evaluator_keys.UNDEFINED_METRICS)),
+            "confusion_matrix": decoded_json(property_of(evaluation, evaluator_keys.CONFUSION_MATRIX)),
             "blessed": bool(blessing.custom_properties[evaluator_keys.BLESSED].int_value) if blessing else None,
             "baseline_model_id": _baseline_id(blessing, baseline),
         },
@@ -383,7 +296,7 @@ def model_lineage(
             "id": infra_blessing.id,
             "uri": infra_blessing.uri,
             "passed": bool(infra_blessing.custom_properties[check_keys.BLESSED].int_value),
-            **{key: _property(infra_blessing, key) for key in SERVING_CHECK_KEYS},
+            **{key: property_of(infra_blessing, key) for key in SERVING_CHECK_KEYS},
         },
         "pipeline": {
             "name": contexts[PIPELINE_CONTEXT].name if PIPELINE_CONTEXT in contexts else None,
@@ -409,7 +322,7 @@ _DATASET_ENTRIES = (FEATURES_KEY, trainer_keys.DATASET_FILE_KEY, trainer_keys.DA
 def dataset_of(trainer: mlmd_pb.Execution) -> dict[str, Any]:
     """The dataset file a model was trained from: its path, content and content hash, the
     name, task, label and features it declared."""
-    config = _json_property(trainer, "custom_config")
+    config = json_property(trainer, "custom_config")
     features = config.get(FEATURES_KEY) or {}
     return {
         "file": config.get(trainer_keys.DATASET_FILE_KEY),
@@ -431,12 +344,12 @@ def _decoded(base64_text: str | None) -> str | None:
 
 def hyperparameters(trainer: mlmd_pb.Execution) -> dict[str, Any]:
     """What the Trainer was configured with: its custom config, train args and eval args."""
-    values = {key: value for key, value in _json_property(trainer, "custom_config").items()
+    values = {key: value for key, value in json_property(trainer, "custom_config").items()
               if key != trainer_keys.CODE_FINGERPRINT_KEY and key not in _DATASET_ENTRIES}
     for name in ("train_args", "eval_args"):
-        values[name] = _json_property(trainer, name)
+        values[name] = json_property(trainer, name)
     # A compiled pipeline's runtime parameter overrides custom_config's epochs.
-    epochs = _property(trainer, trainer_keys.EPOCHS_KEY)
+    epochs = property_of(trainer, trainer_keys.EPOCHS_KEY)
     if epochs is not None:
         values["epochs"] = int(epochs)
     return values
@@ -475,56 +388,6 @@ def _finished(executions, graph: Graph, has_output: str) -> list[mlmd_pb.Executi
 def _latest_of_type(graph: Graph, type_name: str) -> mlmd_pb.Artifact | None:
     found = [a for a in graph.artifacts.values() if graph.artifact_type(a) == type_name]
     return max(found, key=lambda a: a.id) if found else None
-
-
-def _first(items):
-    return items[0] if items else None
-
-
-def _last(items):
-    return items[-1] if items else None
-
-
-def _value(value: mlmd_pb.Value) -> Any:
-    kind = value.WhichOneof("value")
-    if kind == "double_value":
-        return value.double_value if math.isfinite(value.double_value) else None
-    if kind == "struct_value":
-        from google.protobuf import json_format
-
-        return json_format.MessageToDict(value.struct_value)
-    return getattr(value, kind) if kind else None
-
-
-def _decoded_json(text: str | None) -> Any:
-    return None if text is None else trainer_keys.from_json_property(text)
-
-
-def _property(artifact: mlmd_pb.Artifact, name: str) -> Any:
-    if name in artifact.properties:
-        return _value(artifact.properties[name])
-    if name in artifact.custom_properties:
-        return _value(artifact.custom_properties[name])
-    return None
-
-
-def _json_property(execution: mlmd_pb.Execution, name: str) -> dict[str, Any]:
-    text = _property(execution, name)
-    parsed = json.loads(text) if isinstance(text, str) and text else None
-    return parsed if isinstance(parsed, dict) else {}
-
-
-def prefixed_properties(artifact: mlmd_pb.Artifact, prefix: str) -> dict[str, Any]:
-    """Custom properties named <prefix><key>, as {key: value}; JSON text decoded."""
-    values = {}
-    for name, value in sorted(artifact.custom_properties.items()):
-        if name.startswith(prefix):
-            parsed = _value(value)
-            if isinstance(parsed, str) and (parsed[:1] in ("[", "{")
-                                            or parsed.startswith(trainer_keys.BASE64_JSON_PREFIX)):
-                parsed = trainer_keys.from_json_property(parsed)
-            values[name[len(prefix):]] = parsed
-    return values
 
 
 def graph_json(graph: Graph) -> dict[str, list[dict[str, Any]]]:

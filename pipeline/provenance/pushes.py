@@ -12,7 +12,7 @@ from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2 as mlmd_pb
 
 from components.atomic_pusher import keys as pusher_keys
-from pipeline.provenance.lineage import PUSHED_FILTER
+from pipeline.provenance.graph import PUSHED_FILTER
 from serving.model_config import CANARY, STABLE
 
 _LIVE_STATES = (mlmd_pb.Execution.NEW, mlmd_pb.Execution.RUNNING)

@@ -10,7 +10,7 @@ from ml_metadata import errors as mlmd_errors
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2 as mlmd_pb
 
-from pipeline.provenance.lineage import PIPELINE_CONTEXT, RUN_CONTEXT
+from pipeline.provenance.graph import PIPELINE_CONTEXT, RUN_CONTEXT
 
 UNFINISHED_STATES = (mlmd_pb.Execution.NEW, mlmd_pb.Execution.RUNNING, mlmd_pb.Execution.UNKNOWN)
 ABORTED_MARK = "turbotfx_aborted"

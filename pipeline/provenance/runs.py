@@ -6,7 +6,7 @@ from typing import Any
 
 from ml_metadata.metadata_store import metadata_store
 
-from pipeline.provenance.lineage import RUN_CONTEXT, TypeNames
+from pipeline.provenance.graph import RUN_CONTEXT, TypeNames
 from pipeline.provenance.summary import pipeline_of, summarize
 
 

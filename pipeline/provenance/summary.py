@@ -20,7 +20,7 @@ from components.reporting_trainer import keys as trainer_keys
 from components.reporting_trainer.keys import from_json_property
 from components.serving_check import keys as check_keys
 from pipeline.provenance import run_state
-from pipeline.provenance.lineage import (
+from pipeline.provenance.graph import (
     NODE_CONTEXT,
     OUTPUT,
     PIPELINE_CONTEXT,

@@ -148,7 +148,7 @@ def _evaluator_models(home: Path) -> tuple[int, int | None]:
     """(candidate, baseline) model ids of the latest Evaluator execution."""
     from ml_metadata.proto import metadata_store_pb2 as mlmd_pb
 
-    from pipeline.provenance.lineage import event_key
+    from pipeline.provenance.graph import event_key
     from pipeline.store.connection import open_store
 
     config = PipelineConfig(home=str(home))

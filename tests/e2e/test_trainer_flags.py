@@ -105,7 +105,7 @@ SCRIPT = textwrap.dedent(
 
     from components.reporting_trainer.executor import Executor
     from components.reporting_trainer.keys import TRAINING_PREFIX
-    from pipeline.provenance.lineage import prefixed_properties
+    from pipeline.provenance.graph import prefixed_properties
 
     args = json.loads(sys.argv[1])
     out = args["out"]

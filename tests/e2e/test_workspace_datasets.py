@@ -12,7 +12,7 @@ import pytest
 from ml_metadata.proto import metadata_store_pb2 as mlmd_pb
 
 from pipeline.config import PipelineConfig
-from pipeline.provenance.lineage import event_key
+from pipeline.provenance.graph import event_key
 from pipeline.store.connection import open_store
 from pipeline.store.url import sqlite_url
 from tests.conftest import CliResult, turbotfx

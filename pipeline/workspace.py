@@ -1,0 +1,292 @@
+"""A workspace's life as library calls that never print: the store held and checked, runs a
+kill left unfinished marked ABORTED, the serving directory reconciled with the push records
+(the rules are in serving/reconcile.py), and one pipeline run from start to end.
+
+`run` hands each line meant for the user to a `report` callback and returns a RunOutcome;
+the CLI (`turbotfx run`) turns that into text and an exit code, and a run report or a tuner
+can call it the same way. Routing library logs (the CLI's quiet console) is the caller's:
+`run` enters the caller's `session` around the pipeline's execution.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime
+import errno
+import re
+import signal
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, ContextManager, Iterator, Protocol
+
+from pipeline import config as config_lib
+from pipeline.config import PipelineConfig
+from pipeline.errors import ConfigError, Interrupted, innermost_cause
+from pipeline.store.url import MetadataUrl, parse_url, sqlite_url
+
+if TYPE_CHECKING:
+    from ml_metadata.metadata_store import metadata_store
+
+    from pipeline.provenance.summary import RunSummary
+    from pipeline.runners.beam_args import BeamOptions
+    from serving import reconcile
+
+Report = Callable[[str], None]
+
+
+class Progress(Protocol):
+    """What shows the run while its pipeline executes (the CLI's console)."""
+
+    current: str | None  # the component running now: named when the run fails without a record of it
+
+    def abort_line(self) -> None:
+        """Ends a half-written progress line before a failure is reported."""
+
+
+class _Unshown:
+    current: str | None = None
+
+    def abort_line(self) -> None:
+        pass
+
+
+def _unshown() -> ContextManager[Progress]:
+    return contextlib.nullcontext(_Unshown())
+
+
+def _ignore(line: str) -> None:
+    pass
+
+
+# RunOutcome.kind: a component failed; the run completed but pushed no model (not blessed,
+# or the serving check failed it); the run completed and pushed.
+FAILED, NOT_PUSHED, COMPLETED = "failed", "not pushed", "completed"
+
+
+@dataclasses.dataclass(frozen=True)
+class RunOutcome:
+    """How one pipeline run ended (an interrupted one raises Interrupted instead)."""
+
+    run_id: str  # the run's context in MLMD (TFX's form: the local start time)
+    pipeline_name: str
+    summary: RunSummary | None  # None when the store recorded nothing of the run
+    wall_s: float
+    error: str | None = None  # "<component> failed: <cause>" when a component failed
+    withheld: str | None = None  # why a completed run pushed nothing
+    warnings: tuple[str, ...] = ()  # the run completed, but something after it did not
+
+    @property
+    def kind(self) -> str:
+        if self.error is not None:
+            return FAILED
+        return NOT_PUSHED if self.withheld else COMPLETED
+
+    @property
+    def pushed(self) -> bool:
+        return self.summary is not None and self.summary.pushed_version is not None
+
+
+def run(config: PipelineConfig, beam: BeamOptions | None = None, report: Report = _ignore, *,
+        session: Callable[[], ContextManager[Progress]] = _unshown, text_summary: bool = True) -> RunOutcome:
+    """Prepares the data and runs the pipeline once, holding the store for the run.
+
+    report gets every line for the user, in order; text_summary=False leaves out the
+    summary's text (a caller that renders outcome.summary itself). Bad input raises
+    ConfigError before any work; Ctrl-C or SIGTERM raises Interrupted with the run marked
+    ABORTED (rerun to resume: completed components are cached)."""
+    from pipeline.store import backup, connection
+
+    config_lib.ensure_writable_home(config)
+    if beam is not None and beam.runner != "direct":
+        from pipeline.runners import cluster
+
+        cluster.pipeline_args(beam)  # a cluster that does not answer stops the run before it starts
+    url = parse_url(config.metadata_store_url)
+    with connection.exclusive_run(url):
+        # Fail before any work when the store cannot be reached or its SQLite file is damaged.
+        connection.check_store(url)
+        outcome = _run(config, url, beam, report, session, text_summary)
+        if outcome.error is None:  # a SQLite store's copy to restore should it be damaged later
+            try:
+                backup.keep_last_good_copy(url)
+            except backup.LastGoodCopyError as err:  # the run itself completed
+                outcome = dataclasses.replace(outcome, warnings=(str(err),))
+        return outcome
+
+
+def _run(config: PipelineConfig, url: MetadataUrl, beam: BeamOptions | None, report: Report,
+         session: Callable[[], ContextManager[Progress]], text_summary: bool) -> RunOutcome:
+    from pipeline import data
+    from pipeline.provenance import run_state, summary
+
+    data_root = data.prepare_data(config)
+    store, recovered = recover(config, url)
+    # Chosen here, not by TFX, to mark the run if it is interrupted; TFX's form, the local start time.
+    run_id = datetime.datetime.now().isoformat()
+    started = time.perf_counter()
+    with session() as progress:
+        # Imported inside the session: TF, Beam and Google client libraries warn on import.
+        from pipeline.runners import local
+
+        report(f"turbotfx: pipeline {config.pipeline_name!r} on {data_root}")
+        report(f"  workspace {config.home_path}  (logs: {config.log_path})")
+        for line in recovered:
+            report(f"  recovered: {line}")
+        if config.enable_cache and not local.cache_enabled(config):
+            report("  cache: off on a PostgreSQL store (MLMD 1.16 loses cached outputs there "
+                   "intermittently); use MySQL or SQLite for cached reruns")
+        failure = None
+        try:
+            with _terminate_as_interrupt():
+                run_state.begin(store, config.pipeline_name, run_id, config.model_name)
+                described = local.run(config, data_root, run_id, beam)
+            report(f"  beam: {described}")
+        except KeyboardInterrupt:
+            progress.abort_line()
+            run_state.abort_unfinished(store, run_id)
+            raise Interrupted(f"interrupted: run {run_id} is marked ABORTED; run the same command again "
+                              "to resume (completed components are cached)") from None
+        except Exception as err:  # any component failure: reported below with its cause
+            progress.abort_line()
+            failure = err
+        run_state.finish(store, run_id)
+        # The store opened before the run reads what TFX recorded meanwhile: MLMD commits each call.
+        found = summary.latest_run(store, config.pipeline_name)
+        if found and text_summary:
+            report(found.format())
+        wall_s = time.perf_counter() - started
+        report(f"wall time {wall_s:.1f}s")
+        error = None
+        if failure is not None:
+            failed = found.failed_component() if found else None
+            error = f"{failed or progress.current or 'a component'} failed: {cause(failure)}"
+            report("")
+            report(f"turbotfx: error: {error}")
+            report(f"  details: {config.log_path}")
+    withheld = why_nothing_was_pushed(found) if found and error is None else None
+    return RunOutcome(run_id=run_id, pipeline_name=config.pipeline_name, summary=found, wall_s=wall_s,
+                      error=error, withheld=withheld)
+
+
+def why_nothing_was_pushed(summary: RunSummary) -> str | None:
+    """Why a completed run pushed no model: not blessed (each bound broken), or the serving
+    check failed; None when it pushed."""
+    if summary.blessed is False:
+        reasons = summary.verdict.reasons(summary.blessing_value)
+        return f"not blessed: {'; '.join(reasons) or 'see the evaluation'}"
+    if summary.serving_check and not summary.serving_check["passed"]:
+        return "the serving check failed: " + "; ".join(summary.serving_check["problems"] or ["see the log"])
+    return None
+
+
+def cause(error: BaseException) -> str:
+    """What went wrong, in the line the user reads: the innermost exception's message (TFX
+    wraps executor errors in its own), or what to do about a cause we recognise."""
+    error = innermost_cause(error)
+    missing = _project_module_missing(str(error))
+    if missing:
+        return (f"the Beam workers cannot import {missing!r} (a turbotfx package): install turbotfx where "
+                "the workers run (pip install, or the pipeline's image) and restart the worker pool")
+    if _out_of_space(error):
+        return ("no space left on the device holding the workspace or the serving directory; free space "
+                "(or use --home on a larger disk) and run again: completed components are cached")
+    return str(error).strip() or type(error).__name__
+
+
+def _project_module_missing(message: str) -> str | None:
+    """The turbotfx package a Beam worker failed to import, as a remote runner reports it."""
+    found = re.search(r"No module named '((?:pipeline|components|trainer_module|serving)(?:\.\w+)*)'", message)
+    return found.group(1) if found else None
+
+
+def _out_of_space(error: BaseException) -> bool:
+    """ENOSPC as Python raises it, or as TF's file system reports it in a message."""
+    return getattr(error, "errno", None) == errno.ENOSPC or "No space left on device" in str(error)
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM (a CI runner, `kill`) ends the run the way Ctrl-C does: marked, resumable."""
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+# --- the store and the serving directory before a run ----------------------------------
+
+def recover(config: PipelineConfig, url: MetadataUrl) -> tuple[metadata_store.MetadataStore, list[str]]:
+    """Opens the store a run writes (url: config's, parsed); runs a kill left unfinished are
+    marked ABORTED, and the serving directory is brought into agreement with the push
+    records. Call it holding the store (exclusive_run). Returns the store and a line per
+    thing put right."""
+    from pipeline.provenance import run_state
+    from pipeline.store import connection
+
+    store = connection.open_store(url)
+    # Under exclusive_run no other run can be writing a SQLite store: unfinished is dead.
+    single_writer = url.scheme == "sqlite"
+    lines = []
+    if single_writer:
+        lines += [f"run {run} ended without completing: marked ABORTED" for run in run_state.abort_unfinished(store)]
+    lines += reconcile_serving(config, store, live_runs_possible=not single_writer).messages()
+    return store, lines
+
+
+def reconcile_serving(config: PipelineConfig, store: metadata_store.MetadataStore,
+                      live_runs_possible: bool) -> reconcile.Reconciliation:
+    """live_runs_possible: another run may be pushing now, so its version is left alone."""
+    from pipeline.provenance import pushes
+    from pipeline.store import connection
+    from serving import model_config
+    from serving import reconcile as reconcile_lib
+
+    serving_root = config.serving_dir.parent
+    # Under the serving lock: a push cannot start its copy between the read of the records
+    # and the look at the directory.
+    with model_config.changing(serving_root):
+        history = pushes.push_history(store, config.model_name, live_runs_possible)
+        for url, other in _other_workspace_stores(config):
+            history = history.merge(pushes.push_history(other, config.model_name, connection.run_may_be_live(url)))
+        return reconcile_lib.reconcile(serving_root, config.serving_dir.name, history.versions,
+                                       history.labels, history.in_flight_since)
+
+
+def dataset_of_model(config: PipelineConfig, model_name: str) -> str | None:
+    """The dataset file the model's newest push was trained from (its Trainer recorded the
+    path), over every store of the workspace; None when no push of it is recorded."""
+    from pipeline.provenance import lineage
+    from pipeline.store import connection
+
+    newest, dataset = -1, None
+    for path in config.workspace_store_paths:
+        try:
+            store = connection.open_store(sqlite_url(path), create=False)
+        except ConfigError:  # damaged: its own commands say so
+            continue
+        found = lineage.dataset_file_of_latest_push(store, model_name)
+        if found is not None and found[0] > newest:
+            newest, dataset = found
+    return dataset
+
+
+def _other_workspace_stores(config: PipelineConfig) -> Iterator[tuple[str, metadata_store.MetadataStore]]:
+    """The workspace's other SQLite stores: each --pipeline-name keeps its own
+    (metadata/<name>.sqlite) and pushes into the same serving directory."""
+    from pipeline.store import connection
+
+    current = parse_url(config.metadata_store_url)
+    current_path = Path(current.path).resolve() if current.scheme == "sqlite" else None
+    for path in config.workspace_store_paths:
+        if path.resolve() == current_path:
+            continue
+        url = sqlite_url(path)
+        try:
+            yield url, connection.open_store(url, create=False)
+        except ConfigError:  # damaged: its own commands say so; it vouches for nothing here
+            continue
