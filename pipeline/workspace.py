@@ -249,10 +249,11 @@ def reconcile_serving(config: PipelineConfig, store: metadata_store.MetadataStor
     serving_root = config.serving_dir.parent
     # Under the serving lock: a push cannot start its copy between the read of the records
     # and the look at the directory.
+    model_name = config.serving_dir.name  # config.model_name, filled in by PipelineConfig
     with model_config.changing(serving_root):
-        history = pushes.push_history(store, config.model_name, live_runs_possible)
+        history = pushes.push_history(store, model_name, live_runs_possible)
         for url, other in _other_workspace_stores(config):
-            history = history.merge(pushes.push_history(other, config.model_name, connection.run_may_be_live(url)))
+            history = history.merge(pushes.push_history(other, model_name, connection.run_may_be_live(url)))
         return reconcile_lib.reconcile(serving_root, config.serving_dir.name, history.versions,
                                        history.labels, history.in_flight_since)
 

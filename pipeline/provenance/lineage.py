@@ -264,7 +264,7 @@ def model_lineage(
             "training_report": report,
         },
         "dataset": dataset_of(trainer),
-        "transform": None if transform is None else {
+        "transform": None if transform is None or transform_graph is None else {
             "execution_id": transform.id,
             "state": STATE_NAMES.get(transform.last_known_state, "UNKNOWN"),
             "transform_graph_uri": transform_graph.uri,
