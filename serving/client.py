@@ -236,6 +236,7 @@ class ServingClient:
 
     def _rest(self, method: str, path: str, body: dict | None = None) -> dict:
         data = json.dumps(body).encode() if body is not None else None
+        assert self.rest_url is not None, "a REST call on a gRPC client"
         request = urllib.request.Request(self.rest_url + path, data=data, method=method,
                                          headers={"Content-Type": "application/json"})
         try:

@@ -47,7 +47,7 @@ class TrainingConfig:
                                   "the embedding rows a batch touches (default: {default}: "
                                   f"{optimizer_choice.SPARSE_DEFAULT} when the model has embeddings, else adam)",
                           choices=optimizer_choice.OPTIMIZERS)
-    # Chosen by benchmarks/trainer_bench.py (see README, Speed).
+    # Chosen by benchmarks/trainer_bench.py (see docs/speed.md).
     steps_per_execution: int = knob(32, "training steps per tf.function call (default: {default})")
     accumulation_steps: int = knob(1, "micro-batches per optimizer step (gradient accumulation; "
                                       "default: {default})")

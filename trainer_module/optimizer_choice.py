@@ -5,7 +5,7 @@ from __future__ import annotations
 
 OPTIMIZERS = ("auto", "adam", "lazy_adam", "adagrad_adam")
 SPARSE_OPTIMIZERS = frozenset({"lazy_adam", "adagrad_adam"})
-# Chosen by benchmarks/trainer_bench.py: the faster at equal accuracy (see README, Speed).
+# Chosen by benchmarks/trainer_bench.py: the faster at equal accuracy (see docs/speed.md).
 SPARSE_DEFAULT = "lazy_adam"
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 import tensorflow as tf
 import tensorflow_transform as tft
@@ -44,7 +44,7 @@ class ServingModule(tf.Module):
         # The model's features only: the label, ignored columns (IDs, free text) and anything
         # else a client sends are not parsed.
         self._serving_spec = {k: v for k, v in self._raw_spec.items() if k in spec.feature_keys}
-        self._label_names = None
+        self._label_names: Any = None  # a string tensor for a classifier
         if spec.is_classification:
             self._label_names = tf.constant(label_names(tf_transform_output, spec), dtype=tf.string)
 

@@ -74,7 +74,7 @@ def run_fn(fn_args: FnArgs) -> None:
     model_args = (spec, vocab_sizes, num_classes, training.hidden_units, learning_rate)
     # Reading before fit: for data the pipeline caches, this is its one read of the files.
     started = time.perf_counter()
-    label_scale = input.label_statistics(train_ds) if spec.task == features.REGRESSION else {}
+    label_scale: dict[str, Any] = input.label_statistics(train_ds) if spec.task == features.REGRESSION else {}
     steps = input.epoch_steps(train_ds, fn_args.train_files, eval_ds, fn_args.eval_files, global_batch_size) if (
         training.steps_per_execution > 1) else EpochSteps()
     read_s = time.perf_counter() - started
@@ -100,8 +100,9 @@ def run_fn(fn_args: FnArgs) -> None:
                     blessing_metric=blessing_metric,
                     **label_scale,
                 )
-            results = fit_and_evaluate(classifier, train_ds, eval_ds, training, run_dir, global_batch_size, steps,
-                                       task=spec.task, blessing_metric=blessing_metric)
+            results: dict[str, Any] = fit_and_evaluate(
+                classifier, train_ds, eval_ds, training, run_dir, global_batch_size, steps,
+                task=spec.task, blessing_metric=blessing_metric)
             results |= blessing_yardsticks(classifier, fn_args, tf_transform_output, spec,
                                            blessing_metric, global_batch_size)
         finally:
@@ -316,7 +317,7 @@ def tensorboard(model_run_dir: str, training: TrainingConfig) -> keras.callbacks
     )
 
 
-def serving_copy(trained: keras.Model, model_args: tuple, label_scale: dict[str, float] | None = None) -> keras.Model:
+def serving_copy(trained: keras.Model, model_args: tuple, label_scale: dict[str, Any] | None = None) -> keras.Model:
     """The trained weights in a plain float32 model, whatever training used.
 
     Always a fresh model: mixed-precision layers compute in a dtype that serves slowly on

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from pipeline import config as config_lib
 from pipeline.config import PipelineConfig
@@ -60,7 +60,7 @@ def _add_training_flag(parser: argparse.ArgumentParser, field: dataclasses.Field
     meta = field.metadata
     flag = meta["flag"] or "--" + field.name.replace("_", "-")
     default = _per_dataset(field.name) if meta["per_dataset"] else field.default
-    options: dict[str, object] = {"dest": field.name, "help": meta["help"].format(default=default)}
+    options: dict[str, Any] = {"dest": field.name, "help": meta["help"].format(default=default)}
     if isinstance(field.default, bool):
         # None when absent: the dataset file's value stands.
         options.update(action="store_true", default=None)
@@ -223,7 +223,7 @@ def beam_options_from_args(args: argparse.Namespace, **cloud: str | None):
 def config_from_args(args: argparse.Namespace, ignore: tuple[str, ...] = ()) -> PipelineConfig:
     """The whole PipelineConfig from the flags a command has (`ignore`: flags that mean
     something else there); fields without a flag take the chosen dataset's defaults."""
-    given: dict[str, object] = {field: getattr(args, flag) for flag, field in FIELD_OF_FLAG.items()
+    given: dict[str, Any] = {field: getattr(args, flag) for flag, field in FIELD_OF_FLAG.items()
                                 if hasattr(args, flag) and flag not in ignore}
     knobs = {field.name: getattr(args, field.name) for field in training_flags() if hasattr(args, field.name)}
     given["knobs"] = {name: value for name, value in knobs.items() if value is not None}
@@ -239,7 +239,7 @@ def config_from_args(args: argparse.Namespace, ignore: tuple[str, ...] = ()) -> 
 def workspace_config(args: argparse.Namespace) -> PipelineConfig:
     """The workspace named by --home, --dataset and --model-name where a command has them;
     everything else at its default (where the SQLite store, the serving dir, the log are)."""
-    given = {"home": getattr(args, "home", None) or config_lib.default_home(),
+    given: dict[str, Any] = {"home": getattr(args, "home", None) or config_lib.default_home(),
              "dataset": getattr(args, "dataset", None), "model_name": getattr(args, "model_name", None)}
     return PipelineConfig(**{key: value for key, value in given.items() if value is not None})
 
