@@ -38,8 +38,8 @@ def component_seconds(metadata_path: Path) -> dict[str, float]:
 
 
 def run_ours(workdir: Path, epochs: int) -> dict:
-    from pipeline import data
     from pipeline.config import PipelineConfig
+    from pipeline.datasets import prepare as data
     from pipeline.runners import local
 
     config = PipelineConfig(home=str(workdir), epochs=epochs, beam_mode="in_memory")

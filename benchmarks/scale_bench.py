@@ -95,8 +95,8 @@ def run_one(size: int, mode: str, data_root: Path, home: Path) -> dict:
     from tfx.orchestration import pipeline as tfx_pipeline
     from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 
-    from pipeline import data
     from pipeline.config import PipelineConfig
+    from pipeline.datasets import prepare as data
     from pipeline.pipeline import create_pipeline
     from pipeline.runners import beam_tuning, local
 
@@ -139,8 +139,8 @@ def run_child(size: int, mode: str, data_root: Path, workdir: Path, cluster_env:
 
 def prepare(size: int, workdir: Path) -> tuple[Path, str]:
     """The synthetic data at this size (generated once) and the mode auto picks for it."""
-    from pipeline import data
     from pipeline.config import PipelineConfig
+    from pipeline.datasets import prepare as data
     from pipeline.runners import local
 
     config = PipelineConfig(home=str(workdir / "data-home"), dataset="synthetic", rows=size)

@@ -25,8 +25,8 @@ import numpy as np
 import tensorflow as tf
 from _loopback_server import LoopbackServing
 
-from pipeline import data
 from pipeline.config import PipelineConfig
+from pipeline.datasets import prepare as data
 from serving import push
 from serving.client import RowSchema, ServingClient
 from serving.contract import EXAMPLES_INPUT, LATENCY_BATCH_SIZES, SERVING_DEFAULT, latency_key

@@ -69,7 +69,7 @@ def transformed_data(config: PipelineConfig):
     from tfx.orchestration import pipeline as tfx_pipeline
     from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 
-    from pipeline import data
+    from pipeline.datasets import prepare as data
     from pipeline.pipeline import create_pipeline
     from pipeline.runners import beam_tuning, local
 

@@ -40,8 +40,9 @@ from components.reporting_trainer import executor as reporting_trainer
 from components.reporting_trainer import keys as trainer_keys
 from components.serving_check.component import ServingCheck
 from pipeline import deployment as deployment_lib
-from pipeline import tables, vertex
+from pipeline import vertex
 from pipeline.config import PipelineConfig
+from pipeline.datasets import table as tables
 from pipeline.deployment import Deployment, Setting
 from pipeline.errors import ConfigError
 from serving import contract

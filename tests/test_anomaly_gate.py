@@ -10,7 +10,8 @@ import tensorflow_data_validation as tfdv
 from tfx.types import artifact_utils, standard_artifacts
 
 from components.anomaly_gate import executor
-from pipeline import data, datasets
+from pipeline import datasets
+from pipeline.datasets import prepare as data
 
 GOOD_ROW = {
     "species": "Adelie", "island": "Dream", "sex": "male", "bill_length_mm": "39.5",

@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from pipeline import data, datasets
+from pipeline import datasets
+from pipeline.datasets import prepare as data
 from tests.conftest import turbotfx
 from tests.test_store_damage import make_store, overwrite_middle
 

@@ -20,8 +20,9 @@ from tfx.types import standard_artifacts, standard_component_specs
 from tfx.utils import proto_utils
 from tfx_bsl.coders import csv_decoder
 
-from components.csv_example_gen import executor, header
-from pipeline import tables
+from components.csv_example_gen import dialect as header
+from components.csv_example_gen import executor
+from pipeline.datasets import table as tables
 from pipeline.errors import ConfigError
 
 # Names as people write them: a space and parentheses, a comma (so quoted even minimally).

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import data, datasets
+from pipeline import datasets
+from pipeline.datasets import prepare as data
 from pipeline.errors import ConfigError
 from tests.conftest import turbotfx
 

@@ -12,7 +12,8 @@ import pytest
 from google.protobuf import text_format
 from tensorflow_metadata.proto.v0 import schema_pb2
 
-from pipeline import data, datasets
+from pipeline import datasets
+from pipeline.datasets import prepare as data
 from pipeline.errors import ConfigError
 from serving.client import RowError, RowSchema, ServingClient, ServingClientError
 from tests.conftest import turbotfx

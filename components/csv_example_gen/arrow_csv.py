@@ -33,7 +33,7 @@ from tfx.dsl.io import fileio
 from tfx.proto import example_gen_pb2
 from tfx_bsl.coders import csv_decoder, example_coder
 
-from components.csv_example_gen import header
+from components.csv_example_gen import dialect as header
 
 # TFX's column types, ordered as its inference widens them (UNKNOWN < INT < FLOAT < STRING).
 UNKNOWN, INT, FLOAT, STRING = (csv_decoder.ColumnType.UNKNOWN, csv_decoder.ColumnType.INT,

@@ -32,7 +32,8 @@ from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import proto_utils
 from tfx_bsl.coders import csv_decoder
 
-from components.csv_example_gen import arrow_csv, header
+from components.csv_example_gen import arrow_csv
+from components.csv_example_gen import dialect as header
 
 # Where the Arrow pass leaves the split's column types (JSON; null: beyond it) for Do to read.
 _TYPES_FILE = ".arrow_csv_types.json"

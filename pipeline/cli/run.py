@@ -78,8 +78,8 @@ def run_pipeline(config: PipelineConfig, verbose: bool = False, beam: BeamOption
 
 
 def _run(config: PipelineConfig, verbose: bool, beam: BeamOptions | None, json_output: bool = False) -> int:
-    from pipeline import data
     from pipeline.cli import console as console_lib
+    from pipeline.datasets import prepare as data
     from pipeline.provenance import run_state
 
     data_root = data.prepare_data(config)

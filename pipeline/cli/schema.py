@@ -21,8 +21,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from pipeline import data
     from pipeline.cli import console
+    from pipeline.datasets import prepare as data
 
     log_path = cli_args.workspace_config(args).log_path
     with console.session(log_path, args.verbose) as out:

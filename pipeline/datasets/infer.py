@@ -30,9 +30,9 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from pipeline import tables
 from pipeline.atomic import atomic_path
 from pipeline.datasets import DEFAULT_BLESSING, DEFAULT_TRAINING, FORMATS, NAME_RE
+from pipeline.datasets import table as tables
 from pipeline.errors import ConfigError
 from trainer_module import features
 from trainer_module.features import BINARY, MULTICLASS, REGRESSION, TASKS

@@ -10,8 +10,8 @@ from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 from tfx.orchestration.portable import runtime_parameter_utils
 
 from components.serving_check import loader_process
-from pipeline import data
 from pipeline.config import MULTI_PROCESS_THRESHOLD_BYTES, PipelineConfig
+from pipeline.datasets import prepare as data
 from pipeline.runners import beam_tuning, cluster
 from pipeline.runners.beam_args import BeamOptions
 from pipeline.store import connection

@@ -7,7 +7,8 @@ import csv
 
 import pytest
 
-from pipeline import data, datasets
+from pipeline import datasets
+from pipeline.datasets import prepare as data
 from tests.conftest import turbotfx
 
 pytestmark = pytest.mark.e2e

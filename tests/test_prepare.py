@@ -2,8 +2,9 @@ import csv
 
 import pytest
 
-from pipeline import data, datasets
+from pipeline import datasets
 from pipeline.config import PipelineConfig
+from pipeline.datasets import prepare as data
 from pipeline.errors import ConfigError
 
 

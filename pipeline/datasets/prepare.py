@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipeline import synthetic, tables
 from pipeline.atomic import atomic_path
 from pipeline.config import PipelineConfig
-from pipeline.datasets import Dataset
+from pipeline.datasets import Dataset, synthetic
+from pipeline.datasets import table as tables
 from pipeline.errors import ConfigError
 from trainer_module.features import MULTICLASS
 

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipeline import tables
+from pipeline.datasets import table as tables
 from pipeline.errors import ConfigError
 
 ROWS = 40

@@ -25,7 +25,7 @@ from itertools import chain, compress, repeat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from components.csv_example_gen import header as csv_header
+from components.csv_example_gen import dialect as csv_header
 from pipeline.errors import ConfigError
 
 if TYPE_CHECKING:
