@@ -39,11 +39,11 @@ def component_seconds(metadata_path: Path) -> dict[str, float]:
 
 def run_ours(workdir: Path, epochs: int) -> dict:
     from pipeline.config import PipelineConfig
-    from pipeline.datasets import prepare as data
+    from pipeline.datasets import prepare
     from pipeline.runners import local
 
     config = PipelineConfig(home=str(workdir), epochs=epochs, beam_mode="in_memory")
-    data_root = data.prepare_data(config)
+    data_root = prepare.prepare_data(config.spec, config.data_path, config.rows, generate=not config.data_root)
     started = time.perf_counter()
     local.run(config, data_root)
     return {"wall_s": time.perf_counter() - started, "components": component_seconds(config.metadata_path)}

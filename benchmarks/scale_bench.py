@@ -96,13 +96,13 @@ def run_one(size: int, mode: str, data_root: Path, home: Path) -> dict:
     from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 
     from pipeline.config import PipelineConfig
-    from pipeline.datasets import prepare as data
+    from pipeline.datasets import prepare as prepare_lib
     from pipeline.pipeline import create_pipeline
     from pipeline.runners import beam_tuning, local
 
     config = PipelineConfig(home=str(home), dataset="synthetic", rows=size, data_root=str(data_root),
                             epochs=EPOCHS, beam_mode="auto" if mode == "cluster" else mode, enable_cache=False)
-    root = data.prepare_data(config)
+    root = prepare_lib.prepare_data(config.spec, config.data_path, config.rows, generate=not config.data_root)
     if mode != "cluster":
         beam_tuning.tune(mode)
     connection = local.metadata_config(config)
@@ -140,11 +140,11 @@ def run_child(size: int, mode: str, data_root: Path, workdir: Path, cluster_env:
 def prepare(size: int, workdir: Path) -> tuple[Path, str]:
     """The synthetic data at this size (generated once) and the mode auto picks for it."""
     from pipeline.config import PipelineConfig
-    from pipeline.datasets import prepare as data
+    from pipeline.datasets import prepare as prepare_lib
     from pipeline.runners import local
 
     config = PipelineConfig(home=str(workdir / "data-home"), dataset="synthetic", rows=size)
-    root = data.prepare_data(config)
+    root = prepare_lib.prepare_data(config.spec, config.data_path, config.rows, generate=not config.data_root)
     return root, local.beam_mode(config, root)
 
 

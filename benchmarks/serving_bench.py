@@ -26,7 +26,7 @@ import tensorflow as tf
 from _loopback_server import LoopbackServing
 
 from pipeline.config import PipelineConfig
-from pipeline.datasets import prepare as data
+from pipeline.datasets import prepare
 from serving import push
 from serving.client import RowSchema, ServingClient
 from serving.contract import EXAMPLES_INPUT, LATENCY_BATCH_SIZES, SERVING_DEFAULT, latency_key
@@ -102,7 +102,7 @@ def pushed_model(config: PipelineConfig) -> Path:
 def penguin_rows(config: PipelineConfig) -> list[dict]:
     """Rows of the embedded penguins data, as a client would send them (label left out)."""
     schema = RowSchema.for_dataset("penguins")
-    rows = schema.rows_from_csv(next(data.prepare_data(config).glob("*.csv")))
+    rows = schema.rows_from_csv(next(prepare.prepare_data(config.spec, config.data_path, config.rows, generate=not config.data_root).glob("*.csv")))
     return schema.without_label(rows)[:200]
 
 

@@ -69,11 +69,11 @@ def transformed_data(config: PipelineConfig):
     from tfx.orchestration import pipeline as tfx_pipeline
     from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 
-    from pipeline.datasets import prepare as data
+    from pipeline.datasets import prepare
     from pipeline.pipeline import create_pipeline
     from pipeline.runners import beam_tuning, local
 
-    data_root = data.prepare_data(config)
+    data_root = prepare.prepare_data(config.spec, config.data_path, config.rows, generate=not config.data_root)
     mode = local.beam_mode(config, data_root)
     beam_tuning.tune(mode)
     connection = local.metadata_config(config)

@@ -13,7 +13,7 @@ from google.protobuf import text_format
 from tensorflow_metadata.proto.v0 import schema_pb2
 
 from pipeline import datasets
-from pipeline.datasets import prepare as data
+from pipeline.datasets import prepare
 from pipeline.errors import ConfigError
 from serving.client import RowError, RowSchema, ServingClient, ServingClientError
 from tests.conftest import turbotfx
@@ -74,7 +74,7 @@ def _where(problem: str) -> str:
 
 def test_every_row_of_the_penguins_data_passes(tmp_path) -> None:
     path = tmp_path / "penguins.csv"
-    data.write_penguins_csv(path, PENGUINS)
+    prepare.write_penguins_csv(path, PENGUINS)
     schema = RowSchema.for_dataset("penguins")
     rows = schema.rows_from_csv(path)
     assert len(rows) == 344 and {r["species"] for r in rows} == {"Adelie", "Chinstrap", "Gentoo"}

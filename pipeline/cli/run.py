@@ -79,10 +79,10 @@ def run_pipeline(config: PipelineConfig, verbose: bool = False, beam: BeamOption
 
 def _run(config: PipelineConfig, verbose: bool, beam: BeamOptions | None, json_output: bool = False) -> int:
     from pipeline.cli import console as console_lib
-    from pipeline.datasets import prepare as data
+    from pipeline.datasets import prepare
     from pipeline.provenance import run_state
 
-    data_root = data.prepare_data(config)
+    data_root = prepare.prepare_data(config.spec, config.data_path, config.rows, generate=not config.data_root)
     store, recovered = _recover(config)
     # Chosen here, not by TFX, to mark the run if it is interrupted; TFX's form, the local start time.
     run_id = datetime.datetime.now().isoformat()

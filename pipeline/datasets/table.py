@@ -1,46 +1,33 @@
-"""The user's table on disk: its files (CSV or Parquet), columns, and the checks made before
-TFX sees it.
+"""The user's table on disk as ExampleGen reads it: its files (CSV or Parquet), columns,
+the label column, Arrow reads of some columns or of the whole table, and its statistics.
+The checks made on it before a run are in checks.py.
 
-Values are read as ExampleGen will read them. CSV (CsvExampleGen with our executor: the
-header as Python's csv module reads it, a UTF-8 byte-order mark dropped; the rows through
-tfx_bsl's decoder): an empty cell is missing; a column whose values all parse as 64-bit
-integers is INT, else as numbers FLOAT, else BYTES (`cell_type` makes the same call for one
-cell). Parquet (TFX's Parquet executor): integer and boolean columns are INT, floating ones
-FLOAT, strings BYTES.
+Values are read as ExampleGen will read them. CSV (CsvExampleGen with our executor, by the
+rules of components/csv_example_gen/dialect.py: the header as Python's csv module reads it,
+a UTF-8 byte-order mark dropped; the rows through tfx_bsl's decoder): an empty cell is
+missing; a column whose values all parse as 64-bit integers is INT, else as numbers FLOAT,
+else BYTES (`dialect.cell_type` makes the same call for one cell). Parquet (TFX's Parquet
+executor): integer and boolean columns are INT, floating ones FLOAT, strings BYTES.
 
-Checks read as little as they can: the header (or the Parquet footer) for the columns, and
-only the label column for the label, so they stay fast on tables of millions of rows. A CSV
-file's rows are parsed once (check_table), as ExampleGen will parse them, in C loops: a row
-ExampleGen would read otherwise than the user wrote it stops the run there.
+Heavy libraries (pyarrow, TFDV) load inside the functions that need them.
 """
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import math
-import operator
-from collections import Counter
-from itertools import chain, compress, repeat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from components.csv_example_gen import dialect as csv_header
-from pipeline.errors import ConfigError
+from components.csv_example_gen import dialect
+from components.csv_example_gen.dialect import BYTES, FLOAT, INT, cell_type, column_type
+from pipeline.errors import ConfigError, first_line, shown
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    from tensorflow_metadata.proto.v0 import statistics_pb2
 
 SUFFIXES = {"csv": ".csv", "parquet": ".parquet"}
-# Fewer rows than this cannot give both a train and an eval split a useful share.
-MIN_ROWS = 20
-# A classification label with more values than this is not a set of classes a model can
-# learn from a table (an ID, a free-text column, a number read as text).
-MAX_CLASSES = 100
-# The value types ExampleGen writes into a tf.Example, as the schema names them.
-INT, FLOAT, BYTES = "INT", "FLOAT", "BYTES"
-_INT64 = (-(2 ** 63), 2 ** 63 - 1)
-_PANDAS_DROPNA = "drop those rows (e.g. with pandas: df.dropna(subset=[{label!r}]))"
 
 
 def data_files(root: Path, fmt: str) -> list[Path]:
@@ -68,34 +55,7 @@ def check_root(root: Path, what: str) -> None:
         raise ConfigError(f"data root {root} does not exist; pass a directory of {what} files with --data-root")
 
 
-# --- one cell, one column ------------------------------------------------------------------
-
-def cell_type(value: str | bytes) -> str | None:
-    """The type tfx_bsl's CSV decoder (CsvExampleGen) infers from one cell; None: empty.
-
-    A column's type is the widest of its cells' (INT < FLOAT < BYTES). The same Python
-    int() and float() as the decoder's, on the same bytes, so the same answers.
-    """
-    if isinstance(value, str):
-        value = value.encode()
-    if not value:
-        return None
-    try:
-        return INT if _INT64[0] <= int(value) <= _INT64[1] else BYTES
-    except ValueError:
-        try:
-            float(value)
-        except ValueError:
-            return BYTES
-        return FLOAT
-
-
-def column_type(distinct_cells: Sequence[str]) -> str | None:
-    """The type of a CSV column from its distinct cells; None when every cell is empty."""
-    order = (INT, FLOAT, BYTES)
-    types = {cell_type(cell) for cell in distinct_cells} - {None}
-    return max(types, key=order.index) if types else None
-
+# --- a Parquet column's type ------------------------------------------------------------------
 
 def arrow_type(data_type: pa.DataType) -> str | None:
     """What TFX's Parquet executor writes for a column of this Arrow type; None: nothing
@@ -136,9 +96,9 @@ def _csv_header(path: Path) -> list[str]:
     with open(path, "rb") as handle:
         first_line = handle.readline()
     try:
-        header = csv_header.column_names(first_line)
+        header = dialect.column_names(first_line)
     except UnicodeDecodeError:
-        _check_utf8(path)
+        check_utf8(path)
         raise
     except ValueError as err:
         raise ConfigError(f"{path}: {err}; write the header as one line of comma-separated names "
@@ -159,124 +119,16 @@ def _check_delimiter(path: Path, name: str) -> None:
     for delimiter, names in _OTHER_DELIMITERS.items():
         if delimiter in name:
             raise ConfigError(
-                f"{path}: the header is one column, {_show(name, 40)}, split by {names}: ExampleGen reads only "
+                f"{path}: the header is one column, {shown(name, 40)}, split by {names}: ExampleGen reads only "
                 f"comma-separated files; save it with commas (e.g. with pandas: "
                 f"pd.read_csv(path, sep={delimiter!r}).to_csv(path, index=False))")
-
-
-# --- the rows of a CSV file, as ExampleGen parses them ---------------------------------------
-#
-# TFX's CsvExampleGen skips the first line, reads the rest a line (ended by \n) at a time,
-# joins lines into one record until the record holds an even number of '"' (a quoted field
-# may span lines), and parses each record alone with Python's csv module (tfx_bsl's
-# ParseCSVLine). A blank record is skipped; one of a different number of cells than the
-# header fails the run. The check below makes the same records and the same parse, so what
-# it passes ExampleGen reads as the user wrote it; it names the first line that would not be.
-# To stay fast, lines are taken in blocks and the work on each runs in C loops; a block that
-# fails is parsed again record by record, as ExampleGen parses it, to name the line.
-
-# Characters of lines read at a time.
-_BLOCK_CHARS = 4 * 1024 * 1024
-
-
-def _check_csv_rows(path: Path, width: int) -> None:
-    """Fails (one line: the file, the line, what is wrong, the fix) unless ExampleGen parses
-    every record of the file into `width` cells, and at least one."""
-    rows = 0
-    pending: list[str] = []  # the lines of a record whose quotes are still open
-    number = 2  # the next line's number: the header is line 1
-    try:
-        with open(path, encoding=csv_header.ENCODING, newline="\n") as handle:
-            handle.readline()
-            while lines := handle.readlines(_BLOCK_CHARS):
-                records, starts = _records(lines, pending, number)
-                number += len(lines)
-                rows += _count_rows(path, records, starts, width)
-    except UnicodeDecodeError:
-        _check_utf8(path)  # names the byte
-        raise
-    if pending:
-        raise ConfigError(f"{path}, line {number - len(pending)}: a quoted field opens there and never closes "
-                          "(an odd number of '\"' from there to the end of the file); close it, or quote the "
-                          "field and double each '\"' in it (\"12\"\" pizza\"), as pandas' to_csv writes it")
-    # ExampleGen skips blank lines: a file of a header and blank lines has no rows.
-    if not rows:
-        raise ConfigError(f"{path} has a header but no rows; remove it or add rows")
-
-
-def _records(lines: list[str], pending: list[str], number: int) -> tuple[list[str], Sequence[int]]:
-    """ExampleGen's records among lines (the first is line `number`), and the line each starts
-    on. pending holds the lines of a record still open before them, and is left holding
-    those of one still open after them (TFX's _CsvLineBuffer)."""
-    quoted = compress(lines, map(operator.contains, lines, repeat('"')))
-    if not pending and not any(map((1).__and__, map(str.count, quoted, repeat('"')))):
-        return lines, range(number, number + len(lines))
-    records: list[str] = []
-    starts: list[int] = []
-    for index, line in enumerate(lines):
-        odd = line.count('"') & 1
-        if not pending and not odd:
-            records.append(line)
-            starts.append(number + index)
-            continue
-        pending.append(line)  # an open record holds an odd number of '"': an odd count closes it
-        if len(pending) > 1 and odd:
-            records.append("".join(pending))
-            starts.append(number + index + 1 - len(pending))
-            pending.clear()
-    return records, starts
-
-
-def _count_rows(path: Path, records: list[str], starts: Sequence[int], width: int) -> int:
-    """The rows (records not blank) among records; fails, naming the first record ExampleGen
-    would not parse into `width` cells."""
-    # Parsed as one stream, with a blank line after: a record the csv module reads on into
-    # the next (where ExampleGen would read the same record again) leaves a row fewer.
-    try:
-        cells = Counter(map(len, csv.reader(chain(records, ("\n",)), delimiter=csv_header.DELIMITER)))
-    except csv.Error:
-        cells = Counter()
-    if cells.total() != len(records) + 1 or cells.keys() - {0, width}:
-        raise ConfigError(_first_problem(path, records, starts, width))
-    return len(records) + 1 - cells[0]
-
-
-def _first_problem(path: Path, records: list[str], starts: Sequence[int], width: int) -> str:
-    """What is wrong with the first record ExampleGen would not parse into `width` cells
-    as the csv module reads the file, parsing each record alone as ExampleGen does."""
-    unpaired = ("its quotes do not pair up as CSV's do (a '\"' inside a field not quoted?); quote such a "
-                "field and double each '\"' in it (\"12\"\" pizza\"), as pandas' to_csv writes it")
-    for record, start in zip(records, starts):
-        end = start + record.count("\n", 0, len(record) - 1)
-        where = f"{path}, line {start}" if end == start else \
-            f"{path}, lines {start}-{end} (one row to ExampleGen: a '\"' opens a quoted field over them)"
-        # tfx_bsl gives the reader the record again and again while it reads on (which may
-        # never end): twice tells.
-        reader = csv.reader(repeat(record, 2), delimiter=csv_header.DELIMITER)
-        try:
-            cells = next(reader)
-        except csv.Error as err:
-            if end > start:
-                return f"{where}: {unpaired}"
-            if "new-line" in str(err):
-                return (f"{where}: a carriage return (\\r) inside a field not quoted, where ExampleGen ends "
-                        "lines only at \\n; save the file with \\n or \\r\\n line ends, or quote the field")
-            return (f"{where}: Python's csv module fails on it ({err}); write it as CSV (e.g. with pandas: "
-                    "df.to_csv(path, index=False))")
-        if reader.line_num > 1:
-            return f"{where}: {unpaired}"
-        if cells and len(cells) != width:
-            return (f"{where} has {len(cells)} field{'s' if len(cells) != 1 else ''} but the header has "
-                    f"{width}; give every row {width} comma-separated fields, and quote a field that holds "
-                    "a comma (\"Oslo, Norway\")")
-    return f"{path} holds a row ExampleGen cannot parse; write it as CSV (e.g. with pandas: df.to_csv(path))"
 
 
 # Bytes read at a time when checking that a CSV file is UTF-8 text.
 _UTF8_CHUNK = 16 * 1024 * 1024
 
 
-def _check_utf8(path: Path) -> None:
+def check_utf8(path: Path) -> None:
     """CsvExampleGen decodes every line as UTF-8: fail here, naming the file, rather than in Beam."""
     import codecs
 
@@ -302,7 +154,7 @@ def _parquet_columns(path: Path) -> list[str]:
     try:
         parquet = pq.ParquetFile(path)
     except Exception as err:  # pyarrow raises several types for a file that is not Parquet
-        raise ConfigError(f"{path} is not a readable Parquet file ({_first_line(err)}); "
+        raise ConfigError(f"{path} is not a readable Parquet file ({first_line(err)}); "
                           "replace it or remove it from the data root") from None
     if parquet.metadata.num_rows == 0:
         raise ConfigError(f"{path} has no rows; remove it or add rows")
@@ -314,42 +166,6 @@ def _parquet_columns(path: Path) -> list[str]:
                 "into a tf.Example; convert it to numbers or strings (e.g. with pandas: "
                 f"df[{field.name!r}] = df[{field.name!r}].astype(str))")
     return list(schema.names)
-
-
-def check_table(root: Path, fmt: str) -> list[str]:
-    """The columns every `fmt` file in root shares; fails (one line: the cause and the fix)
-    unless root holds such files, each with rows and the same columns."""
-    check_root(root, fmt.upper())
-    files = data_files(root, fmt)
-    if not files:
-        raise ConfigError(f"data root {root} holds no {SUFFIXES[fmt]} file; put your {fmt.upper()} files there")
-    first = columns_of(files[0], fmt)
-    for path in files[1:]:
-        columns = columns_of(path, fmt)
-        # CsvExampleGen reads every CSV file by the first file's header: order matters.
-        same = columns == first if fmt == "csv" else sorted(columns) == sorted(first)
-        if not same:
-            what = "header" if fmt == "csv" else "columns"
-            raise ConfigError(f"{path} has columns {columns} but {files[0]} has {first}; "
-                              f"give every {fmt.upper()} file in the data root the same {what}")
-    if fmt == "parquet":
-        _check_parquet_types(files)
-    else:
-        for path in files:
-            _check_csv_rows(path, len(first))
-    return first
-
-
-def _check_parquet_types(files: list[Path]) -> None:
-    import pyarrow.parquet as pq
-
-    first = {field.name: arrow_type(field.type) for field in pq.read_schema(files[0])}
-    for path in files[1:]:
-        for field in pq.read_schema(path):
-            kind = arrow_type(field.type)
-            if None not in (kind, first[field.name]) and kind != first[field.name]:
-                raise ConfigError(f"{path}: column {field.name!r} holds {kind} values but {files[0]}'s holds "
-                                  f"{first[field.name]}; give the column one type in every file")
 
 
 # --- the label -----------------------------------------------------------------------------
@@ -456,7 +272,7 @@ def read_columns(path: Path, fmt: str, columns: Sequence[str] | None = None) -> 
     except pa.ArrowInvalid as err:
         fix = ("save it as UTF-8 text" if "utf8" in str(err).lower()
                else "give every row as many cells as the header")
-        raise ConfigError(f"{path} is not a well-formed CSV file ({_first_line(err)}); {fix}") from None
+        raise ConfigError(f"{path} is not a well-formed CSV file ({first_line(err)}); {fix}") from None
 
 
 def label_text(value: Any) -> str:
@@ -465,70 +281,93 @@ def label_text(value: Any) -> str:
     return str(int(value)) if isinstance(value, bool) else str(value)
 
 
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
+# --- the whole table, as ExampleGen reads it ----------------------------------------------------
+
+def load_table(root: Path, fmt: str) -> pa.Table:
+    """Every row of root's `fmt` files (checks.check_table first: this reads, it does not
+    check), each column int64, float64, string or null (no value at all), as ExampleGen
+    will read it; a missing value is null. The columns are the first file's, as
+    CsvExampleGen takes them."""
+    import pyarrow as pa
+
+    files = data_files(root, fmt)
+    names = columns_of(files[0], fmt)
+    parts = [read_columns(path, fmt).select(names) for path in files]
+    if fmt == "csv":
+        table = pa.concat_tables(parts)
+        return pa.table({name: _typed_csv_column(table.column(name)) for name in names})
+    return pa.table({name: _typed_parquet_column(name, [part.column(name) for part in parts]) for name in names})
 
 
-# --- all of it -----------------------------------------------------------------------------
+def _typed_csv_column(texts: pa.ChunkedArray) -> pa.Array:
+    """The CSV decoder's type for the column (its widest cell type), and the values in it."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
 
-def check_data(root: Path, fmt: str, label: str, task: str | None, feature_columns: Sequence[str]) -> None:
-    """Raises ConfigError (one line: the cause and the fix) unless root holds `fmt` files
-    with the same columns, among them the label and every feature column, and enough rows
-    whose label suits the task (task None: any task; `turbotfx init` has not chosen yet)."""
-    files = data_files(root, fmt) if root.is_dir() else []
-    columns = check_table(root, fmt)
-    if label not in columns:
-        raise ConfigError(f"{files[0]} has no label column {label!r} (columns: {', '.join(columns)}); "
-                          "name one of its columns as the label, or add the column")
-    for column in feature_columns:
-        if column not in columns:
-            raise ConfigError(f"{files[0]} has no column {column!r}, which the dataset file lists under "
-                              "[features]; add the column to the data or remove it from the dataset file")
-    column = read_label(root, fmt, label)
-    if column.rows < MIN_ROWS:
-        raise ConfigError(f"data root {root} holds {column.rows} rows; a train and an eval split need at "
-                          f"least {MIN_ROWS}: add rows")
-    if column.missing:
-        raise ConfigError(f"{column.missing} of {column.rows} rows in {root} have an empty label {label!r}; "
-                          + _PANDAS_DROPNA.format(label=label) + " or fill them in")
-    if len(column.classes) < 2:
-        needs = ("a regression needs a label that varies" if task == "regression"
-                 else "a model needs at least two classes")
-        raise ConfigError(f"label column {label!r} has a single value ({_show(column.classes[0])}) in all "
-                          f"{column.rows} rows; {needs}: choose another label or add rows with other values")
-    check_label_task(column, task)
+    texts = texts.combine_chunks()
+    kind = column_type([v for v in pc.unique(texts).to_pylist() if v is not None])
+    if kind is None:
+        return pa.nulls(len(texts))
+    if kind == BYTES:
+        return texts
+    arrow, parse = (pa.int64(), int) if kind == INT else (pa.float64(), float)
+    try:
+        return pc.cast(texts, arrow)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        # Cells Python parses but Arrow does not (" 7", "1_000"): parsed as the decoder does.
+        return pa.array([None if v is None else parse(v) for v in texts.to_pylist()], arrow)
 
 
-def check_label_task(column: LabelColumn, task: str | None) -> None:
-    """Fails unless the label's values suit the task (None: nothing to check)."""
-    # The task names of trainer_module/features.py, spelled out: this module stays on the
-    # ground floor, under everything that imports it.
-    label, count = column.name, len(column.classes)
-    if task == "regression" and column.type == BYTES:
-        raise ConfigError(f"label column {label!r} holds text (e.g. {_show(column.example)}), which a "
-                          "regression cannot predict; make every value a number, or choose a "
-                          "classification task (binary or multiclass)")
-    if task in ("binary", "multiclass") and column.type == FLOAT:
-        raise ConfigError(f"label column {label!r} holds decimals (e.g. {_show(column.example)}), which a "
-                          "classifier cannot take as classes; choose task regression, or write the "
-                          "classes as whole numbers or text")
-    if task in ("binary", "multiclass") and count > MAX_CLASSES:
-        raise ConfigError(f"label column {label!r} has {count} distinct values, more than the {MAX_CLASSES} "
-                          "classes a classifier here takes; choose another label, or group its values")
-    if task == "binary" and count != 2:
-        raise ConfigError(f"label column {label!r} has {count} values ({_values(column.classes)}) but the task "
-                          f"is binary; use task multiclass with classes = {count}")
-    if task == "multiclass" and count < 3:
-        raise ConfigError(f"label column {label!r} has {count} values ({_values(column.classes)}) but the task "
-                          "is multiclass; use task binary")
+def _typed_parquet_column(name: str, chunks: Sequence[pa.ChunkedArray]) -> pa.Array:
+    """The Parquet executor's type: integers and booleans int64, floats float64, text
+    string; an empty string is no value (it writes none)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    arrays = []
+    for chunked in chunks:
+        array = _plain(chunked.combine_chunks())
+        kind = arrow_type(array.type)
+        if kind == INT:
+            array = pc.cast(array, pa.int64(), safe=False)
+        elif kind == FLOAT:
+            array = pc.cast(array, pa.float64())
+        elif kind == BYTES:
+            try:
+                array = pc.cast(array, pa.string()) if not pa.types.is_string(array.type) else array
+            except pa.ArrowInvalid:
+                raise ConfigError(f"column {name!r} holds bytes that are not UTF-8 text, which TFX's Parquet "
+                                  "ExampleGen cannot decode; store it as UTF-8 strings") from None
+            array = pc.if_else(pc.equal(pc.binary_length(array), 0), pa.scalar(None, pa.string()), array)
+        arrays.append(array)
+    kinds = {a.type for a in arrays} - {pa.null()}
+    if not kinds:
+        return pa.nulls(sum(len(a) for a in arrays))
+    target = kinds.pop()
+    return pa.concat_arrays([a if a.type == target else pa.nulls(len(a), target) for a in arrays])
 
 
-def _show(value: Any, width: int = 24) -> str:
-    text = repr(value)
-    return text if len(text) <= width else text[:width - 4] + "...'"
+def statistics(table: pa.Table) -> statistics_pb2.DatasetFeatureStatisticsList:
+    """TFDV's statistics of the table: each row an example, each column a feature of at
+    most one value (a null: none), as ExampleGen writes them."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    from tensorflow_data_validation.statistics import stats_impl, stats_options
+
+    columns = []
+    for column in table.columns:
+        array = column.combine_chunks()
+        if pa.types.is_null(array.type):
+            columns.append(array)  # TFDV takes an all-null column as such, not as list<null>
+            continue
+        valid = pc.is_valid(array)
+        offsets = np.concatenate([[0], np.cumsum(valid.to_numpy(zero_copy_only=False))]).astype(np.int32)
+        columns.append(pa.ListArray.from_arrays(pa.array(offsets), array.drop_null(), mask=pc.invert(valid)))
+    batch = pa.RecordBatch.from_arrays(columns, table.column_names)
+    return stats_impl.generate_statistics_in_memory(batch, stats_options.StatsOptions())
 
 
-def _values(values: Sequence[Any], most: int = 5) -> str:
-    shown = ", ".join(_show(v) for v in values[:most])
-    return shown + (f", ... ({len(values)} in all)" if len(values) > most else "")
+def statistics_of(root: Path, fmt: str) -> statistics_pb2.DatasetFeatureStatisticsList:
+    """The statistics of root's `fmt` files (checks.check_table first)."""
+    return statistics(load_table(root, fmt))
