@@ -181,6 +181,8 @@ def test_pipelines_ground_floors_import_only_the_contracts_of_components():
                   if name.startswith("pipeline") and floor_of(name) < definition
                   for target in targets if target.startswith("components") and not is_contract(target)) == []
     assert "components.csv_example_gen.dialect" in graph["pipeline.datasets.table"]
+    # A contract stands on nothing of ours (and, by LIGHT_MODULES, on no heavy library).
+    assert {contract: graph[contract] for contract in COMPONENT_CONTRACTS} == {c: set() for c in COMPONENT_CONTRACTS}
 
 
 def test_components_import_nothing_from_pipeline():
