@@ -1,6 +1,6 @@
 """How our CSV ExampleGen reads a CSV file: the header, the records, the cells' types, and
 the first record it would not parse. The contract between the executor (which reads files
-by these rules) and the checks made before a run (pipeline/datasets/table.py, which refuse
+by these rules) and the checks made before a run (pipeline/datasets/checks.py, which refuse
 what the executor would read otherwise than the user wrote it).
 
 The header is the first line, a UTF-8 byte-order mark dropped, split as Python's csv module

@@ -249,7 +249,7 @@ def dataset_name(name: str | None, output: Path) -> str:
 
 def draft(data_root: Path, label: str, output: Path, fmt: str | None = None, task: str | None = None,
           name: str | None = None, force: bool = False) -> Draft:
-    """Reads the table and decides everything; writes nothing (see write)."""
+    """Reads the table and decides everything; writes nothing (see draft.write)."""
     if fmt is not None and fmt not in FORMATS:
         raise ConfigError(f"format {fmt!r} is not one of {', '.join(FORMATS)}; choose one with --format")
     if task is not None and task not in TASKS:
