@@ -28,8 +28,8 @@ print('\n'.join(tomli.load(open('pyproject.toml', 'rb'))['project']['dependencie
 # path here (pipeline/runners/kubeflow.py, IMAGE_SOURCE_ROOT).
 COPY . .
 RUN pip install --no-deps -c constraints.txt . \
- && python -c "from pathlib import Path; from pipeline import data, datasets; \
-data.write_penguins_csv(Path('/turbotfx/data/penguins') / data.PENGUINS_FILE, datasets.load('penguins'))"
+ && python -c "from pathlib import Path; from pipeline import datasets; from pipeline.datasets import prepare; \
+prepare.write_penguins_csv(Path('/turbotfx/data/penguins') / prepare.PENGUINS_FILE, datasets.load('penguins'))"
 
 # Beam workers start at the boot program. Vertex AI / Kubeflow tasks and Vertex AI Training
 # jobs set their own command (python -m ...), which replaces this entrypoint.

@@ -38,12 +38,12 @@ def component_seconds(metadata_path: Path) -> dict[str, float]:
 
 
 def run_ours(workdir: Path, epochs: int) -> dict:
-    from pipeline import data
+    from pipeline import workspace
     from pipeline.config import PipelineConfig
     from pipeline.runners import local
 
     config = PipelineConfig(home=str(workdir), knobs={"epochs": epochs}, beam_mode="in_memory")
-    data_root = data.prepare_data(config)
+    data_root = workspace.prepare_input(config)
     started = time.perf_counter()
     local.run(config, data_root)
     return {"wall_s": time.perf_counter() - started, "components": component_seconds(config.metadata_path)}

@@ -95,14 +95,14 @@ def run_one(size: int, mode: str, data_root: Path, home: Path) -> dict:
     from tfx.orchestration import pipeline as tfx_pipeline
     from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 
-    from pipeline import data
+    from pipeline import workspace
     from pipeline.config import PipelineConfig
     from pipeline.pipeline import create_pipeline
     from pipeline.runners import beam_tuning, local
 
     config = PipelineConfig(home=str(home), dataset="synthetic", rows=size, data_root=str(data_root),
                             epochs=EPOCHS, beam_mode="auto" if mode == "cluster" else mode, enable_cache=False)
-    root = data.prepare_data(config)
+    root = workspace.prepare_input(config)
     if mode != "cluster":
         beam_tuning.tune(mode)
     connection = local.metadata_config(config)
@@ -139,12 +139,12 @@ def run_child(size: int, mode: str, data_root: Path, workdir: Path, cluster_env:
 
 def prepare(size: int, workdir: Path) -> tuple[Path, str]:
     """The synthetic data at this size (generated once) and the mode auto picks for it."""
-    from pipeline import data
+    from pipeline import workspace
     from pipeline.config import PipelineConfig
     from pipeline.runners import local
 
     config = PipelineConfig(home=str(workdir / "data-home"), dataset="synthetic", rows=size)
-    root = data.prepare_data(config)
+    root = workspace.prepare_input(config)
     return root, local.beam_mode(config, root)
 
 

@@ -25,7 +25,7 @@ import numpy as np
 import tensorflow as tf
 from _loopback_server import LoopbackServing
 
-from pipeline import data
+from pipeline import workspace
 from pipeline.cli.serve import row_schema
 from pipeline.config import PipelineConfig
 from serving import push
@@ -103,7 +103,7 @@ def pushed_model(config: PipelineConfig) -> Path:
 def penguin_rows(config: PipelineConfig) -> list[dict]:
     """Rows of the embedded penguins data, as a client would send them (label left out)."""
     schema = row_schema(config.spec)
-    rows = schema.rows_from_csv(next(data.prepare_data(config).glob("*.csv")))
+    rows = schema.rows_from_csv(next(workspace.prepare_input(config).glob("*.csv")))
     return schema.without_label(rows)[:200]
 
 

@@ -70,11 +70,11 @@ def transformed_data(config: PipelineConfig):
     from tfx.orchestration import pipeline as tfx_pipeline
     from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 
-    from pipeline import data
+    from pipeline import workspace
     from pipeline.pipeline import create_pipeline
     from pipeline.runners import beam_tuning, local
 
-    data_root = data.prepare_data(config)
+    data_root = workspace.prepare_input(config)
     mode = local.beam_mode(config, data_root)
     beam_tuning.tune(mode)
     connection = local.metadata_config(config)

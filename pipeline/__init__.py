@@ -1,12 +1,14 @@
 """What the turbotfx pipeline is and how it is run, in floors: a module imports from its
 own floor and the ones below, never from one above (tests/test_architecture.py checks).
 
-  ground      errors (user-fixable errors), atomic (files that appear whole), schemas
-              (curated schemas as ImportSchemaGen reads them), store/url (store URLs, pure
-              Python), store/integrity and store/backup (a SQLite store checked; its last
-              good copy), datasets/ (dataset files: load, validate, the built-ins; infer:
-              what `turbotfx init` decides), tables (the user's CSV or Parquet files, checks)
-  config      config (PipelineConfig), data (a run's input: generated or checked), synthetic
+  ground      errors (user-fixable errors, message helpers), atomic (files that appear
+              whole), store/url (store URLs, pure Python), store/integrity and store/backup
+              (a SQLite store checked; its last good copy), datasets/ (the only data
+              package: dataset files loaded and validated, the built-ins; table: the user's
+              CSV or Parquet files as ExampleGen reads them; checks: the checks before a
+              run; infer and draft: what `turbotfx init` decides and writes; prepare: a
+              run's input generated or checked; synthetic: the generator)
+  config      config (PipelineConfig)
   definition  pipeline (create_pipeline), deployment (local vs compiled), vertex;
               store/connection (the MLMD store, ml_metadata)
   use         runners/ (local, kubeflow, submit, Beam settings), provenance/ (MLMD read
@@ -15,6 +17,9 @@ own floor and the ones below, never from one above (tests/test_architecture.py c
               calls: the store held and checked, runs left unfinished marked, serving
               reconciled with MLMD, one pipeline run start to end; never prints)
   cli/        the `turbotfx` command line: the only floor that prints
+
+components/ stands between config and definition: below the definition, pipeline/ imports
+only its contracts (*/keys.py, csv_example_gen/dialect.py), import-free names both sides share.
 
 Keras 2 (tf_keras) is what TFT and TFMA expect: pin it before any import touches tf.keras.
 """

@@ -14,8 +14,8 @@ from typing import Any, Mapping, Union
 
 from tfx.orchestration import data_types
 
-from pipeline import schemas
 from pipeline.config import PipelineConfig
+from pipeline.datasets import prepare
 
 # A value fixed at definition time, or a runtime parameter (its default fixed then).
 Setting = Union[str, int, float, data_types.RuntimeParameter]
@@ -87,6 +87,6 @@ def local(config: PipelineConfig, data_root: Path | None = None) -> Deployment:
         blessing_threshold=config.blessing_threshold,
         # ImportSchemaGen's cache key is the path: a content-addressed copy keeps an edited
         # schema from being ignored on the next run.
-        schema_file=str(schemas.content_addressed_copy(config.spec.schema, config.pipeline_root / "curated_schemas")),
+        schema_file=str(prepare.content_addressed_copy(config.spec.schema, config.pipeline_root / "curated_schemas")),
         serving_dir=str(config.serving_dir),
     )

@@ -1,7 +1,10 @@
 """The errors a user can fix. Each message names the cause and the fix; the CLI prints it
-as one line and exits with 2. Any other exception is a bug in turbotfx."""
+as one line and exits with 2. Any other exception is a bug in turbotfx. Also the helpers
+the messages share (first_line, shown, listed)."""
 
 from __future__ import annotations
+
+from typing import Sequence
 
 
 class ConfigError(ValueError):
@@ -28,3 +31,17 @@ def first_line(value: object) -> str:
 class Interrupted(Exception):
     """The user stopped a command (Ctrl-C, SIGTERM); the message says what state it left.
     The CLI prints it as one line and exits with 130, as a shell does for SIGINT."""
+
+
+def shown(value: object, width: int = 24) -> str:
+    """A value as a message quotes it: its repr, cut to `width` characters."""
+    text = repr(value)
+    return text if len(text) <= width else text[:width - 4] + "...'"
+
+
+def listed(values: Sequence[object], most: int = 5, counted: bool = True) -> str:
+    """The first `most` values as a message lists them; counted: say how many in all when cut."""
+    text = ", ".join(shown(v) for v in values[:most])
+    if len(values) <= most:
+        return text
+    return text + (f", ... ({len(values)} in all)" if counted else ", ...")

@@ -39,9 +39,10 @@ from components.reporting_evaluator import keys as evaluator_keys
 from components.reporting_trainer import executor as reporting_trainer
 from components.reporting_trainer import keys as trainer_keys
 from components.serving_check.component import ServingCheck
+from pipeline import datasets, vertex
 from pipeline import deployment as deployment_lib
-from pipeline import tables, vertex
 from pipeline.config import PipelineConfig
+from pipeline.datasets.table import SUFFIXES
 from pipeline.deployment import Deployment, Setting
 from pipeline.errors import ConfigError
 from serving import contract
@@ -253,10 +254,10 @@ def example_gen_for(fmt: str, data_root: Setting, output_config: example_gen_pb2
     with our executor (TFX's own turns zeros into missing values: see components/parquet_example_gen).
 
     Only the format's files are read (TFX's default pattern, '*', would take a dataset file
-    kept beside the data, a .DS_Store or a subfolder too), as pipeline/tables.py checks them.
+    kept beside the data, a .DS_Store or a subfolder too), as pipeline/datasets/checks.py checks them.
     """
     input_config = example_gen_pb2.Input(splits=[
-        example_gen_pb2.Input.Split(name="single_split", pattern=f"*{tables.SUFFIXES[fmt]}")])
+        example_gen_pb2.Input.Split(name="single_split", pattern=f"*{SUFFIXES[fmt]}")])
     if fmt == "parquet":
         return FileBasedExampleGen(
             input_base=data_root,
@@ -289,7 +290,7 @@ def eval_config(config: PipelineConfig) -> tfma.EvalConfig:
         )
     metrics = [tfma.MetricConfig(class_name="ExampleCount")]
     per_class: list[tfma.MetricConfig] = []
-    for name in TASK_METRIC_CLASSES[spec.task]:
+    for name in datasets.TASK_METRICS[spec.task]:
         metric = tfma.MetricConfig(class_name=evaluator_keys.METRIC_CLASS_NAMES[name])
         if name == spec.blessing.metric:
             # Blessing looks at the whole eval split: a slice-level threshold would gate on
@@ -316,12 +317,6 @@ def eval_config(config: PipelineConfig) -> tfma.EvalConfig:
     return tfma.EvalConfig(model_specs=[model_spec], slicing_specs=slicing_specs, metrics_specs=metrics_specs)
 
 
-# The TFMA metrics computed per task beside the per-class ones (see eval_config).
-TASK_METRIC_CLASSES = {
-    features.BINARY: ("accuracy", "auc"),
-    features.MULTICLASS: ("accuracy",),
-    features.REGRESSION: ("rmse", "mae"),
-}
 # Computed on the positive class of a binary model's two probabilities.
 BINARIZED_METRICS = ("auc",)
 

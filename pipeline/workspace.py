@@ -115,12 +115,19 @@ def run(config: PipelineConfig, beam: BeamOptions | None = None, report: Report 
         return outcome
 
 
+def prepare_input(config: PipelineConfig) -> Path:
+    """The run's input directory: a built-in dataset written into the workspace (generated
+    once), or the user's files checked against the dataset file."""
+    from pipeline.datasets import prepare
+
+    return prepare.prepare_data(config.spec, config.data_path, config.rows, generate=not config.data_root)
+
+
 def _run(config: PipelineConfig, url: MetadataUrl, beam: BeamOptions | None, report: Report,
          session: Callable[[], ContextManager[Progress]], text_summary: bool) -> RunOutcome:
-    from pipeline import data
     from pipeline.provenance import run_state, summary
 
-    data_root = data.prepare_data(config)
+    data_root = prepare_input(config)
     store, recovered = recover(config, url)
     # Chosen here, not by TFX, to mark the run if it is interrupted; TFX's form, the local start time.
     run_id = datetime.datetime.now().isoformat()

@@ -10,7 +10,8 @@ import tensorflow_data_validation as tfdv
 from tfx.types import artifact_utils, standard_artifacts
 
 from components.anomaly_gate import executor
-from pipeline import data, datasets
+from pipeline import datasets
+from pipeline.datasets import prepare
 
 GOOD_ROW = {
     "species": "Adelie", "island": "Dream", "sex": "male", "bill_length_mm": "39.5",
@@ -21,7 +22,7 @@ GOOD_ROW = {
 @pytest.fixture(scope="module")
 def penguin_rows(tmp_path_factory) -> list[dict]:
     path = tmp_path_factory.mktemp("penguins") / "penguins.csv"
-    data.write_penguins_csv(path, datasets.load("penguins"))
+    prepare.write_penguins_csv(path, datasets.load("penguins"))
     with open(path, newline="") as handle:
         return list(csv.DictReader(handle))
 

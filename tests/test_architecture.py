@@ -126,9 +126,8 @@ def test_the_library_floors_never_import_the_cli(package):
 # pipeline/'s floors, lowest first (pipeline/__init__.py draws the same map): a module may
 # import its own floor and the ones below, never one above.
 PIPELINE_FLOORS = (
-    ("pipeline", "pipeline.errors", "pipeline.atomic", "pipeline.schemas", "pipeline.store", "pipeline.store.url",
-     "pipeline.datasets", "pipeline.tables"),
-    ("pipeline.config", "pipeline.data", "pipeline.synthetic"),
+    ("pipeline", "pipeline.errors", "pipeline.atomic", "pipeline.store", "pipeline.store.url", "pipeline.datasets"),
+    ("pipeline.config",),
     ("pipeline.store.connection", "pipeline.deployment", "pipeline.vertex", "pipeline.pipeline"),
     ("pipeline.runners", "pipeline.provenance", "pipeline.workspace"),
     ("pipeline.cli",),
@@ -172,6 +171,28 @@ def test_serving_uses_only_errors_and_atomic_of_pipeline():
     assert "pipeline.errors" in graph["serving.errors"]  # the rule sees serving's imports
 
 
+# The contracts of components/ that the data checks and the pipeline's settings share: names
+# and rules without TFX (each is in LIGHT_MODULES).
+COMPONENT_CONTRACTS = ("components.csv_example_gen.dialect",)
+
+
+def is_contract(module: str) -> bool:
+    return module.endswith(".keys") or module in COMPONENT_CONTRACTS
+
+
+def test_pipelines_ground_floors_import_only_the_contracts_of_components():
+    # The floors under the definition (ground, config) stay under components/: from the
+    # definition up, pipeline/ puts the components in the pipeline and imports them.
+    graph = import_graph()
+    definition = floor_of("pipeline.pipeline")
+    assert sorted(f"{name} -> {target}" for name, targets in graph.items()
+                  if name.startswith("pipeline") and floor_of(name) < definition
+                  for target in targets if target.startswith("components") and not is_contract(target)) == []
+    assert "components.csv_example_gen.dialect" in graph["pipeline.datasets.table"]
+    # A contract stands on nothing of ours (and, by LIGHT_MODULES, on no heavy library).
+    assert {contract: graph[contract] for contract in COMPONENT_CONTRACTS} == {c: set() for c in COMPONENT_CONTRACTS}
+
+
 def test_components_import_nothing_from_pipeline():
     # pipeline.pipeline puts them in the pipeline: an arrow back would tie them to the CLI's package.
     graph = import_graph()
@@ -199,7 +220,7 @@ LIGHT_MODULES = ("pipeline.cli", "pipeline.errors", "pipeline.config", "pipeline
                  "components.reporting_trainer.keys", "components.reporting_evaluator.keys",
                  "components.serving_check.keys", "components.atomic_pusher.keys",
                  "components.serving_check.loader_process", "trainer_module.config",
-                 "pipeline.tables", "components.csv_example_gen.header")
+                 "pipeline.datasets.table", "pipeline.datasets.checks", "components.csv_example_gen.dialect")
 
 
 @pytest.mark.parametrize("module", LIGHT_MODULES)

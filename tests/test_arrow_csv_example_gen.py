@@ -21,7 +21,7 @@ from tfx.types import artifact_utils, standard_artifacts, standard_component_spe
 from tfx.utils import proto_utils
 
 from components.csv_example_gen import executor
-from pipeline import synthetic
+from pipeline.datasets import synthetic
 
 SPLITS = ("train", "eval")
 

@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from pipeline import data, datasets
+from pipeline import datasets
+from pipeline.datasets import prepare
 from tests.conftest import turbotfx
 from tests.test_store_damage import make_store, overwrite_middle
 
@@ -69,7 +70,7 @@ def test_unwritable_home(tmp_path):
 
 def test_schema_infer_writes_a_schema_to_curate(tmp_path):
     root = tmp_path / "data"
-    data.write_penguins_csv(root / "penguins.csv", datasets.load("penguins"))
+    prepare.write_penguins_csv(root / "penguins.csv", datasets.load("penguins"))
     output = tmp_path / "proposed" / "schema.pbtxt"
     result = turbotfx("schema", "infer", "--data-root", str(root), "--output", str(output), home=tmp_path / "ws")
     assert result.exit_code == 0, result.output

@@ -1,6 +1,6 @@
 """CSV files become tf.Examples as TFX's CsvExampleGen makes them, with the header read as
 Python's csv module reads it (a UTF-8 byte-order mark dropped, quotes removed); and the
-check before a run (pipeline/tables.py) refuses exactly the files ExampleGen would not read
+check before a run (pipeline/datasets/checks.py) refuses exactly the files ExampleGen would not read
 as the csv module reads them."""
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from tfx.types import standard_artifacts, standard_component_specs
 from tfx.utils import proto_utils
 from tfx_bsl.coders import csv_decoder
 
-from components.csv_example_gen import executor, header
-from pipeline import tables
+from components.csv_example_gen import dialect, executor
+from pipeline.datasets import checks
 from pipeline.errors import ConfigError
 
 # Names as people write them: a space and parentheses, a comma (so quoted even minimally).
@@ -123,13 +123,13 @@ def test_tfxs_executor_keeps_the_mark_and_the_quotes(tmp_path):
     (b"", []),
 ])
 def test_header_names(first_line, names):
-    assert header.column_names(first_line) == names
+    assert dialect.column_names(first_line) == names
 
 
 @pytest.mark.parametrize("first_line", [b'"a\n', b'a,"b\n', b"a\rb,c\n"])
 def test_a_header_that_is_not_one_csv_line(first_line):
     with pytest.raises(ValueError):
-        header.column_names(first_line)
+        dialect.column_names(first_line)
 
 
 # --- the check before a run agrees with ExampleGen ------------------------------------------
@@ -189,7 +189,7 @@ def test_the_check_passes_what_example_gen_reads_as_the_csv_module_does(tmp_path
     rows = _example_gen_rows(path)
     as_meant = rows is not None and rows == _csv_module_rows(path) and all(len(row) == 2 for row in rows)
     try:
-        tables.check_table(tmp_path, "csv")
+        checks.check_table(tmp_path, "csv")
     except ConfigError as err:
         assert not as_meant, str(err)
         assert "\n" not in str(err) and f"{path}, line" in str(err)

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import data, datasets
+from pipeline import datasets
+from pipeline.datasets import prepare
 from pipeline.errors import ConfigError
 from tests.conftest import turbotfx
 from trainer_module.config import TrainingConfig
@@ -152,7 +153,7 @@ def test_a_feature_the_data_lacks_stops_the_run_before_any_work(tmp_path):
         "customer id,monthly charges,plan type,churned\n"
         + "".join(f"C{i},{i}.5,{'ab'[i % 2]},{'yn'[i % 2]}\n" for i in range(40)))
     with pytest.raises(ConfigError, match="has no column 'zip', which the dataset file lists under \\[features\\]"):
-        data.check_data_root(tmp_path / "data", datasets.load(str(path)))
+        prepare.check_data_root(tmp_path / "data", datasets.load(str(path)))
     # Through the CLI: one line, exit 2, no workspace work.
     result = turbotfx("run", "--dataset", str(path), home=tmp_path / "ws")
     assert result.exit_code == 2, result.output
@@ -168,4 +169,4 @@ def test_the_positive_class_must_be_a_label_value(tmp_path):
         "customer id,monthly charges,plan type,zip,churned\n"
         + "".join(f"C{i},{i}.5,{'ab'[i % 2]},{1000 + i % 3},{'yes' if i % 3 else 'no'}\n" for i in range(40)))
     with pytest.raises(ConfigError, match="positive: 'true' is not a value of label 'churned' .*\\(no, yes\\)"):
-        data.check_data_root(tmp_path / "data", datasets.load(str(path)))
+        prepare.check_data_root(tmp_path / "data", datasets.load(str(path)))

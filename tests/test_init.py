@@ -1,4 +1,4 @@
-"""`turbotfx init`: a table in, a dataset file and its schema draft out (pipeline/datasets/infer.py,
+"""`turbotfx init`: a table in, a dataset file and its schema draft out (pipeline/datasets/infer.py, draft.py,
 pipeline/cli/init.py). Expected roles, types and domains come from how the test builds its
 table, and the schema is checked by TFDV against statistics of the data as ExampleGen reads it."""
 
@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from pipeline import datasets
+from pipeline.datasets import draft as draft_file
 from pipeline.datasets import infer
 from pipeline.errors import ConfigError
 from trainer_module.config import TrainingConfig
@@ -119,7 +120,7 @@ def test_the_written_file_loads(tables_on_disk, tmp_path, fmt):
     frame, roots = tables_on_disk
     output = tmp_path / "files" / "churn.toml"
     draft = infer.draft(roots[fmt], "churn", output)
-    assert infer.write(draft) == (output, tmp_path / "files" / "churn.schema.pbtxt")
+    assert draft_file.write(draft) == (output, tmp_path / "files" / "churn.schema.pbtxt")
     dataset = datasets.load(str(output))
     assert dataset.name == "churn"
     assert dataset.data_root == roots[fmt].resolve() and dataset.format == fmt
@@ -136,10 +137,10 @@ def test_the_written_file_loads(tables_on_disk, tmp_path, fmt):
 
 def test_regression_and_multiclass_files_load(tables_on_disk, tmp_path):
     _, roots = tables_on_disk
-    infer.write(infer.draft(roots["parquet"], "price", tmp_path / "price.toml"))
+    draft_file.write(infer.draft(roots["parquet"], "price", tmp_path / "price.toml"))
     price = datasets.load(str(tmp_path / "price.toml"))
     assert price.task == "regression" and price.blessing.metric == "rmse" and price.blessing.threshold > 0
-    infer.write(infer.draft(roots["csv"], "tier", tmp_path / "tier.toml"))
+    draft_file.write(infer.draft(roots["csv"], "tier", tmp_path / "tier.toml"))
     tier = datasets.load(str(tmp_path / "tier.toml"))
     assert (tier.task, tier.classes, tier.num_classes) == ("multiclass", 3, 3)
 
@@ -156,7 +157,7 @@ def test_schema_draft_types_and_domains(tables_on_disk, tmp_path, fmt):
     from tensorflow_metadata.proto.v0 import schema_pb2
 
     frame, roots = tables_on_disk
-    infer.write(infer.draft(roots[fmt], "churn", tmp_path / "churn.toml"))
+    draft_file.write(infer.draft(roots[fmt], "churn", tmp_path / "churn.toml"))
     schema = _schema(tmp_path / "churn.schema.pbtxt")
     by_name = {f.name: f for f in schema.feature}
     assert {name: schema_pb2.FeatureType.Name(f.type) for name, f in by_name.items()} == TYPES
@@ -203,7 +204,7 @@ def test_tfdv_finds_no_anomaly_in_this_batch_or_the_next(tmp_path, fmt):
     import tensorflow_data_validation as tfdv
 
     first = write(table(seed=0), tmp_path / "first", fmt)
-    infer.write(infer.draft(first, "churn", tmp_path / "churn.toml"))
+    draft_file.write(infer.draft(first, "churn", tmp_path / "churn.toml"))
     schema = tfdv.load_schema_text(str(tmp_path / "churn.schema.pbtxt"))
     following = table(seed=1, scale=10.0)
     following = following.astype({"customer id": "Int64", "visits": "Int64", "tier": "Int64"})
@@ -220,7 +221,7 @@ def test_a_new_class_or_a_missing_label_is_an_anomaly(tmp_path):
     import tensorflow_data_validation as tfdv
 
     first = write(table(), tmp_path / "first", "parquet")
-    infer.write(infer.draft(first, "churn", tmp_path / "churn.toml"))
+    draft_file.write(infer.draft(first, "churn", tmp_path / "churn.toml"))
     schema = tfdv.load_schema_text(str(tmp_path / "churn.schema.pbtxt"))
     following = table(seed=1)
     following.loc[0, "churn"] = "maybe"
@@ -235,7 +236,7 @@ def test_awkward_column_names_round_trip(tmp_path):
     rng = np.random.default_rng(3)
     frame = pd.DataFrame({name: rng.normal(size=40) for name in names}).assign(y=["a", "b"] * 20)
     root = write(frame, tmp_path / "data", "parquet")
-    infer.write(infer.draft(root, "y", tmp_path / "awkward.toml"))
+    draft_file.write(infer.draft(root, "y", tmp_path / "awkward.toml"))
     dataset = datasets.load(str(tmp_path / "awkward.toml"))
     assert [f.name for f in dataset.features] == names
     assert {f.name for f in _schema(tmp_path / "awkward.schema.pbtxt").feature} == {*names, "y"}
@@ -244,14 +245,14 @@ def test_awkward_column_names_round_trip(tmp_path):
 def test_refuses_to_overwrite_without_force(tables_on_disk, tmp_path):
     _, roots = tables_on_disk
     output = tmp_path / "churn.toml"
-    infer.write(infer.draft(roots["csv"], "churn", output))
+    draft_file.write(infer.draft(roots["csv"], "churn", output))
     before = output.read_text()
     with pytest.raises(ConfigError, match=f"{output} already exists; pass --force"):
         infer.draft(roots["csv"], "price", output)
     output.unlink()  # the schema draft alone also stops it
     with pytest.raises(ConfigError, match="churn.schema.pbtxt already exists; pass --force"):
         infer.draft(roots["csv"], "price", output)
-    infer.write(infer.draft(roots["csv"], "price", output, force=True), force=True)
+    draft_file.write(infer.draft(roots["csv"], "price", output, force=True), force=True)
     assert output.read_text() != before and datasets.load(str(output)).task == "regression"
 
 
@@ -390,5 +391,5 @@ def test_the_positive_class_by_convention(tmp_path, values, positive):
     write(frame, tmp_path / "data", "csv")
     draft = infer.draft(tmp_path / "data", "label", tmp_path / "out.toml")
     assert draft.task == "binary" and infer.positive_class(draft) == positive
-    written = draft.toml()
+    written = draft_file.dataset_toml(draft)
     assert (f'positive = "{positive}"' in written) if positive else ("positive" not in written)

@@ -12,8 +12,9 @@ import pytest
 from google.protobuf import text_format
 from tensorflow_metadata.proto.v0 import schema_pb2
 
-from pipeline import data, datasets
+from pipeline import datasets
 from pipeline.cli.serve import row_schema
+from pipeline.datasets import prepare
 from pipeline.errors import ConfigError
 from serving.client import ServingClient
 from serving.errors import RowError, ServingClientError
@@ -76,7 +77,7 @@ def _where(problem: str) -> str:
 
 def test_every_row_of_the_penguins_data_passes(tmp_path) -> None:
     path = tmp_path / "penguins.csv"
-    data.write_penguins_csv(path, PENGUINS)
+    prepare.write_penguins_csv(path, PENGUINS)
     schema = row_schema(PENGUINS)
     rows = schema.rows_from_csv(path)
     assert len(rows) == 344 and {r["species"] for r in rows} == {"Adelie", "Chinstrap", "Gentoo"}

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipeline import synthetic
+from pipeline.datasets import synthetic
 
 
 def _read(directory) -> pd.DataFrame:

@@ -33,7 +33,7 @@ from tfx.dsl.io import fileio
 from tfx.proto import example_gen_pb2
 from tfx_bsl.coders import csv_decoder, example_coder
 
-from components.csv_example_gen import header
+from components.csv_example_gen import dialect
 
 # TFX's column types, ordered as its inference widens them (UNKNOWN < INT < FLOAT < STRING).
 UNKNOWN, INT, FLOAT, STRING = (csv_decoder.ColumnType.UNKNOWN, csv_decoder.ColumnType.INT,
@@ -99,7 +99,7 @@ def read_table(path: str, names: Sequence[str]) -> pa.Table | None:
         return pacsv.read_csv(
             pa.py_buffer(body),
             read_options=pacsv.ReadOptions(column_names=list(names), block_size=_BLOCK_BYTES),
-            parse_options=pacsv.ParseOptions(delimiter=header.DELIMITER, quote_char='"', double_quote=True,
+            parse_options=pacsv.ParseOptions(delimiter=dialect.DELIMITER, quote_char='"', double_quote=True,
                                              escape_char=False, newlines_in_values=True,
                                              ignore_empty_lines=True),
             convert_options=pacsv.ConvertOptions(

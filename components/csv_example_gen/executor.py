@@ -4,7 +4,7 @@ TFX's executor reads the header with io_utils.load_csv_column_names, which split
 line on commas: a UTF-8 byte-order mark stays in the first column's name and quotes in every
 quoted name, so the curated schema finds new columns and misses its own. The rows it already
 reads with Python's csv module (tfx_bsl's ParseCSVLine), after skipping the first line, so
-the mark never reaches them. Here only the header is read otherwise (header.column_names);
+the mark never reaches them. Here only the header is read otherwise (dialect.column_names);
 the reading, typing and conversion of the rows are TFX's own pieces.
 
 That path costs about 150 µs a row. When the output is hash-split tf.Examples (the
@@ -32,16 +32,16 @@ from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import proto_utils
 from tfx_bsl.coders import csv_decoder
 
-from components.csv_example_gen import arrow_csv, header
+from components.csv_example_gen import arrow_csv, dialect
 
 # Where the Arrow pass leaves the split's column types (JSON; null: beyond it) for Do to read.
 _TYPES_FILE = ".arrow_csv_types.json"
 
 
 def column_names(path: str) -> list[str]:
-    """A CSV file's column names, as header.column_names reads its first line."""
+    """A CSV file's column names, as dialect.column_names reads its first line."""
     with fileio.open(path, "rb") as handle:
-        return header.column_names(handle.readline())
+        return dialect.column_names(handle.readline())
 
 
 def split_files(pattern: str) -> tuple[list[str], list[str]]:
@@ -69,7 +69,7 @@ class _CsvToExample(tfx_csv._CsvToExample):
             pipeline
             | "CreateFilenames" >> beam.Create(csv_files)
             | "ReadFromText" >> beam.ParDo(tfx_csv._ReadCsvRecordsFromTextFile())
-            | "ParseCSVLine" >> beam.ParDo(csv_decoder.ParseCSVLine(delimiter=header.DELIMITER))
+            | "ParseCSVLine" >> beam.ParDo(csv_decoder.ParseCSVLine(delimiter=dialect.DELIMITER))
             | "ExtractParsedCSVLines" >> beam.Keys())
         column_infos = beam.pvalue.AsSingleton(
             parsed_csv_lines

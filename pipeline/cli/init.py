@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from pipeline import config as config_lib
 from pipeline.cli import args as cli_args
+from pipeline.datasets import HIGHER_IS_BETTER
 from trainer_module.features import TASKS
 
 if TYPE_CHECKING:
@@ -34,6 +35,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     from pipeline.cli import console
+    from pipeline.datasets import draft as draft_file
     from pipeline.datasets import infer
 
     data_root = Path(args.data_root).expanduser()
@@ -44,7 +46,7 @@ def handle(args: argparse.Namespace) -> int:
     with console.session(config.log_path, args.verbose) as out:
         draft = infer.draft(data_root, args.label, output, fmt=args.format, task=args.task, name=args.name,
                             force=args.force)
-        infer.write(draft, force=args.force)
+        draft_file.write(draft, force=args.force)
         for line in report(draft):
             out.line(line)
     return 0
@@ -60,7 +62,7 @@ def report(draft: Draft) -> list[str]:
         lines.append(f"    {_name(decision.column.name).ljust(width)}  {decision.role:<11}  {decision.reason}")
     lines.append(f"  slices: {draft.slice_reason}")
     blessing = draft.blessing
-    bound = "at most" if blessing["metric"] in ("rmse", "mae") else "at least"
+    bound = "at least" if HIGHER_IS_BETTER[blessing["metric"]] else "at most"
     lines.append(f"  blessing: {blessing['metric']} {bound} {blessing['threshold']}, and at most "
                  f"{blessing['max_drop']} worse than the last blessed model")
     lines.append(f"wrote {draft.output} and {draft.schema_path}: check the roles, then curate the schema")

@@ -21,11 +21,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from pipeline import data
     from pipeline.cli import console
+    from pipeline.datasets import infer
 
     log_path = cli_args.workspace_config(args).log_path
     with console.session(log_path, args.verbose) as out:
-        path = data.infer_schema(Path(args.data_root), Path(args.output), args.format)
+        path = infer.infer_schema(Path(args.data_root), Path(args.output), args.format)
         out.line(f"inferred schema written to {path}; compare it with the curated one and curate it")
     return 0

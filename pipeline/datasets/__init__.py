@@ -3,11 +3,23 @@ role, the curated schema, slices, blessing thresholds, training defaults), valid
 
 The built-in datasets (penguins, synthetic) are such files in this folder; `--dataset` takes
 a built-in's name or a file's path, and both take the same path through the code.
+
+The package is the data wing; beside the dataset file (this module):
+  table      the user's files as ExampleGen reads them: files, columns, the label, Arrow
+             reads, the whole table typed, its statistics
+  checks     the checks on those files before TFX sees them (columns, rows, the label)
+  infer      `turbotfx init`'s decisions (roles, task, positive class, slices, blessing),
+             and `turbotfx schema infer`
+  draft      what `turbotfx init` writes: the dataset file's TOML, the schema draft
+  prepare    a run's input: a built-in's rows written, the files checked, the curated
+             schema copied by content
+  synthetic  the synthetic dataset's generator (synthetic.toml describes its rows)
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import re
@@ -28,7 +40,7 @@ BUILTIN_DIR = Path(__file__).resolve().parent
 NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,62}$")
 FORMATS = ("csv", "parquet")
 ROLES = ("numeric", "categorical", "ignore")
-# Where a built-in's rows come from when no data root is given (see pipeline/data.py).
+# Where a built-in's rows come from when no data root is given (see prepare.py).
 GENERATORS = ("penguins", "synthetic")
 # Blessing metrics and which way is better; a task's metrics are the ones TFMA computes for it.
 HIGHER_IS_BETTER = evaluator_keys.HIGHER_IS_BETTER
@@ -130,6 +142,17 @@ class Dataset:
         return hashlib.sha256(self.path.read_bytes()).hexdigest()[:16]
 
 
+def identifier_clash(columns: list[str]) -> tuple[str, str, str] | None:
+    """The first two columns that become the same TF name, and that name; None: no two do."""
+    seen: dict[str, str] = {}
+    for column in columns:
+        name = features.identifier(column)
+        if name in seen:
+            return seen[name], column, name
+        seen[name] = column
+    return None
+
+
 def builtin_names() -> tuple[str, ...]:
     return tuple(sorted(p.stem for p in BUILTIN_DIR.glob("*.toml")))
 
@@ -151,6 +174,17 @@ def resolve(name_or_path: str) -> Path:
 def load(name_or_path: str) -> Dataset:
     """The dataset file, validated: any error names the file, the key and the fix."""
     path = resolve(name_or_path)
+    return _builtin(path) if path.parent == BUILTIN_DIR else _load(path)
+
+
+@functools.cache
+def _builtin(path: Path) -> Dataset:
+    """A built-in's file, read once per process: it is installed code, unchanged while we run
+    (`--help` alone reads every built-in for its defaults)."""
+    return _load(path)
+
+
+def _load(path: Path) -> Dataset:
     try:
         raw = tomli.loads(path.read_text())
     except tomli.TOMLDecodeError as err:
@@ -303,13 +337,11 @@ class _Reader:
         return Feature(column, role, **settings)
 
     def distinct_identifiers(self, columns: list[str]) -> None:
-        seen: dict[str, str] = {}
-        for column in columns:
-            name = features.identifier(column)
-            if name in seen:
-                raise self.fail(f"features.{column}", f"maps to the same TF name {name!r} as {seen[name]!r}",
-                                "rename one of the two columns in the data")
-            seen[name] = column
+        clash = identifier_clash(columns)
+        if clash is not None:
+            first, column, name = clash
+            raise self.fail(f"features.{column}", f"maps to the same TF name {name!r} as {first!r}",
+                            "rename one of the two columns in the data")
 
     def blessing(self, task: str) -> Blessing:
         table = self.get(self.raw, "blessing", dict, default={})

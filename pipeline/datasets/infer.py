@@ -1,7 +1,7 @@
 """The decisions behind `turbotfx init`: from a table on disk to a dataset file and the draft
 of its curated schema, every decision with its reason.
 
-The table is read as ExampleGen will read it (pipeline/tables.py: the CSV decoder's types,
+The table is read as ExampleGen will read it (datasets/table.py: the CSV decoder's types,
 the Parquet executor's), and TFDV computes its statistics. Then:
 
 - each column's role: numeric (decimals; whole numbers with many values), categorical
@@ -13,36 +13,40 @@ the Parquet executor's), and TFDV computes its statistics. Then:
 - blessing bounds (DEFAULT_BLESSING; for a regression the label's standard deviation, the
   RMSE of always predicting the mean), slices (a categorical with few values), training
   (TrainingConfig's dataset knobs);
-- the schema draft: every column with ExampleGen's type, the label required, features
-  allowed to be missing, closed string domains for small text categoricals, and no numeric
-  ranges a next batch could trip on.
+- the schema draft (its text is draft.py's): every column with ExampleGen's type, the label
+  required, features allowed to be missing, closed string domains for small text
+  categoricals, and no numeric ranges a next batch could trip on.
+
+Also the schema TFDV infers from new data for a person to curate (`turbotfx schema infer`).
 
 Heavy libraries (pyarrow, TFDV) load inside the functions that need them.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import math
-import os
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from pipeline import tables
+from components.csv_example_gen.dialect import BYTES, FLOAT, INT
 from pipeline.atomic import atomic_path
-from pipeline.datasets import DEFAULT_BLESSING, FORMATS, NAME_RE
-from pipeline.errors import ConfigError
+from pipeline.datasets import (
+    DEFAULT_BLESSING,
+    FORMATS,
+    NAME_RE,
+    checks,
+    identifier_clash,
+    table,
+)
+from pipeline.errors import ConfigError, listed, shown
 from trainer_module import config as training_config
-from trainer_module import features
 from trainer_module.features import BINARY, MULTICLASS, REGRESSION, TASKS
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from tensorflow_metadata.proto.v0 import statistics_pb2
 
-INT, FLOAT, BYTES = tables.INT, tables.FLOAT, tables.BYTES
 # Whole numbers with at most this many distinct values are categories (codes, ratings,
 # counts of a few); with more, a quantity. The same bound makes an integer label a class.
 CATEGORICAL_INT_MAX_VALUES = 20
@@ -59,94 +63,6 @@ CLOSED_DOMAIN_MAX_VALUES = 100
 SLICE_MAX_VALUES = 10
 # A regression's max_drop: this share of the label's standard deviation.
 REGRESSION_MAX_DROP_FRACTION = 0.02
-
-
-# --- the table, as ExampleGen reads it ---------------------------------------------------------
-
-def load_table(root: Path, fmt: str) -> pa.Table:
-    """Every row of root's `fmt` files, each column int64, float64, string or null (no
-    value at all), as ExampleGen will read it; a missing value is null."""
-    import pyarrow as pa
-
-    names = tables.check_table(root, fmt)
-    parts = [tables.read_columns(path, fmt).select(names) for path in tables.data_files(root, fmt)]
-    if fmt == "csv":
-        table = pa.concat_tables(parts)
-        return pa.table({name: _typed_csv_column(table.column(name)) for name in names})
-    return pa.table({name: _typed_parquet_column(name, [part.column(name) for part in parts]) for name in names})
-
-
-def _typed_csv_column(texts: pa.ChunkedArray) -> pa.Array:
-    """The CSV decoder's type for the column (its widest cell type), and the values in it."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    texts = texts.combine_chunks()
-    kind = tables.column_type([v for v in pc.unique(texts).to_pylist() if v is not None])
-    if kind is None:
-        return pa.nulls(len(texts))
-    if kind == BYTES:
-        return texts
-    arrow, parse = (pa.int64(), int) if kind == INT else (pa.float64(), float)
-    try:
-        return pc.cast(texts, arrow)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        # Cells Python parses but Arrow does not (" 7", "1_000"): parsed as the decoder does.
-        return pa.array([None if v is None else parse(v) for v in texts.to_pylist()], arrow)
-
-
-def _typed_parquet_column(name: str, chunks: Sequence[pa.ChunkedArray]) -> pa.Array:
-    """The Parquet executor's type: integers and booleans int64, floats float64, text
-    string; an empty string is no value (it writes none)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    arrays = []
-    for chunked in chunks:
-        array = tables._plain(chunked.combine_chunks())
-        kind = tables.arrow_type(array.type)
-        if kind == INT:
-            array = pc.cast(array, pa.int64(), safe=False)
-        elif kind == FLOAT:
-            array = pc.cast(array, pa.float64())
-        elif kind == BYTES:
-            try:
-                array = pc.cast(array, pa.string()) if not pa.types.is_string(array.type) else array
-            except pa.ArrowInvalid:
-                raise ConfigError(f"column {name!r} holds bytes that are not UTF-8 text, which TFX's Parquet "
-                                  "ExampleGen cannot decode; store it as UTF-8 strings") from None
-            array = pc.if_else(pc.equal(pc.binary_length(array), 0), pa.scalar(None, pa.string()), array)
-        arrays.append(array)
-    kinds = {a.type for a in arrays} - {pa.null()}
-    if not kinds:
-        return pa.nulls(sum(len(a) for a in arrays))
-    target = kinds.pop()
-    return pa.concat_arrays([a if a.type == target else pa.nulls(len(a), target) for a in arrays])
-
-
-def statistics(table: pa.Table) -> statistics_pb2.DatasetFeatureStatisticsList:
-    """TFDV's statistics of the table: each row an example, each column a feature of at
-    most one value (a null: none), as ExampleGen writes them."""
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    from tensorflow_data_validation.statistics import stats_impl, stats_options
-
-    columns = []
-    for column in table.columns:
-        array = column.combine_chunks()
-        if pa.types.is_null(array.type):
-            columns.append(array)  # TFDV takes an all-null column as such, not as list<null>
-            continue
-        valid = pc.is_valid(array)
-        offsets = np.concatenate([[0], np.cumsum(valid.to_numpy(zero_copy_only=False))]).astype(np.int32)
-        columns.append(pa.ListArray.from_arrays(pa.array(offsets), array.drop_null(), mask=pc.invert(valid)))
-    batch = pa.RecordBatch.from_arrays(columns, table.column_names)
-    return stats_impl.generate_statistics_in_memory(batch, stats_options.StatsOptions())
-
-
-def statistics_of(root: Path, fmt: str) -> statistics_pb2.DatasetFeatureStatisticsList:
-    return statistics(load_table(root, fmt))
 
 
 # --- columns and roles -------------------------------------------------------------------------
@@ -169,17 +85,17 @@ class Column:
         return self.rows - self.missing
 
 
-def profile(table: pa.Table, stats: statistics_pb2.DatasetFeatureStatisticsList) -> list[Column]:
+def profile(rows: pa.Table, stats: statistics_pb2.DatasetFeatureStatisticsList) -> list[Column]:
     """Each column's type, missing values and standard deviation (TFDV), and its distinct
     values (counted exactly by Arrow)."""
     import pyarrow.compute as pc
 
     by_name = {feature.path.step[0]: feature for feature in stats.datasets[0].features}
     found = []
-    for name in table.column_names:
-        array = table.column(name).combine_chunks()
+    for name in rows.column_names:
+        array = rows.column(name).combine_chunks()
         feature = by_name.get(name)
-        kind = tables.arrow_type(array.type)
+        kind = table.arrow_type(array.type)
         distinct = pc.count_distinct(array, mode="only_valid").as_py() if kind else 0
         values = tuple(sorted(v for v in pc.unique(array).to_pylist() if v is not None)) \
             if kind and distinct <= CLOSED_DOMAIN_MAX_VALUES else ()
@@ -208,10 +124,10 @@ def role_of(column: Column) -> Decision:
     if n == 0:
         return decide("ignore", "empty: no value in any row")
     if n == 1:
-        return decide("ignore", f"constant: {_show(column.values[0])} in every row that has a value")
+        return decide("ignore", f"constant: {shown(column.values[0])} in every row that has a value")
     if column.type == FLOAT:
         return decide("numeric", "decimals")
-    if n == present and present >= tables.MIN_ROWS and (column.type == BYTES or n > CATEGORICAL_INT_MAX_VALUES):
+    if n == present and present >= checks.MIN_ROWS and (column.type == BYTES or n > CATEGORICAL_INT_MAX_VALUES):
         what = "whole number" if column.type == INT else "value"
         return decide("ignore", f"ID-like: a different {what} in each of the {present} rows")
     if column.type == INT:
@@ -231,7 +147,7 @@ def role_of(column: Column) -> Decision:
 def choose_task(label: Column, task: str | None) -> tuple[str, int | None, str]:
     """(task, classes for multiclass, why) from the label's values, or the --task given."""
     n = label.distinct
-    values = f" ({_values(label.values)})" if label.values else ""
+    values = f" ({listed(label.values, counted=False)})" if label.values else ""
     if label.type == BYTES:
         what = f"text with {n} values{values}"
     elif label.type == INT:
@@ -260,7 +176,7 @@ def positive_class(draft: Draft) -> str | None:
     writes it; None otherwise (the pipeline then takes the rarer class)."""
     if draft.task != BINARY:
         return None
-    values = [tables.label_text(value) for value in draft.label.values]
+    values = [table.label_text(value) for value in draft.label.values]
     return next((value for value in values if value.lower() in POSITIVE_NAMES), None)
 
 
@@ -303,12 +219,6 @@ class Draft:
     blessing: dict[str, Any]
     training: dict[str, Any]
 
-    def toml(self) -> str:
-        return dataset_toml(self)
-
-    def schema(self) -> str:
-        return schema_text(self)
-
 
 def schema_path_for(output: Path) -> Path:
     return output.with_name(f"{output.stem}.schema.pbtxt")
@@ -339,7 +249,7 @@ def dataset_name(name: str | None, output: Path) -> str:
 
 def draft(data_root: Path, label: str, output: Path, fmt: str | None = None, task: str | None = None,
           name: str | None = None, force: bool = False) -> Draft:
-    """Reads the table and decides everything; writes nothing (see write)."""
+    """Reads the table and decides everything; writes nothing (see draft.write)."""
     if fmt is not None and fmt not in FORMATS:
         raise ConfigError(f"format {fmt!r} is not one of {', '.join(FORMATS)}; choose one with --format")
     if task is not None and task not in TASKS:
@@ -348,15 +258,19 @@ def draft(data_root: Path, label: str, output: Path, fmt: str | None = None, tas
     output = Path(output)
     check_outputs(output, force)
     dataset = dataset_name(name, output)
-    fmt = fmt or tables.detect_format(root)
-    tables.check_data(root, fmt, label, None, [])
-    table = load_table(root, fmt)
-    columns = profile(table, statistics(table))
+    fmt = fmt or table.detect_format(root)
+    label_read = checks.check_data(root, fmt, label, None, [])
+    rows = table.load_table(root, fmt)
+    columns = profile(rows, table.statistics(rows))
     label_column = next(c for c in columns if c.name == label)
     task, classes, task_reason = choose_task(label_column, task)
-    tables.check_data(root, fmt, label, task, [])
+    checks.check_label_task(label_read, task)
     decisions = tuple(role_of(c) for c in columns if c.name != label)
-    _check_identifiers([label, *(d.column.name for d in decisions)])
+    clash = identifier_clash([label, *(d.column.name for d in decisions)])
+    if clash is not None:
+        first, second, name = clash
+        raise ConfigError(f"columns {first!r} and {second!r} both become the TF name {name!r}; "
+                          "rename one of them in the data")
     if not any(d.role != "ignore" for d in decisions):
         reasons = "; ".join(f"{d.column.name}: {d.reason}" for d in decisions) or "no other column"
         raise ConfigError(f"no column of {root} can be a feature ({reasons}); add columns to learn from, "
@@ -364,163 +278,10 @@ def draft(data_root: Path, label: str, output: Path, fmt: str | None = None, tas
     slices, slice_reason = pick_slices(decisions)
     return Draft(
         name=dataset, output=output, schema_path=schema_path_for(output), data_root=root, format=fmt,
-        files=len(tables.data_files(root, fmt)), rows=table.num_rows, label=label_column, task=task,
+        files=len(table.data_files(root, fmt)), rows=rows.num_rows, label=label_column, task=task,
         classes=classes, task_reason=task_reason, decisions=decisions, slices=slices,
         slice_reason=slice_reason, blessing=blessing_for(task, label_column), training=training_config.dataset_defaults(),
     )
-
-
-def write(draft: Draft, force: bool = False) -> tuple[Path, Path]:
-    """Writes the schema draft, then the dataset file that names it; each appears whole, and
-    a failure leaves neither (the dataset file is renamed into place last)."""
-    check_outputs(draft.output, force)
-    toml, schema = draft.toml(), draft.schema()
-    schema_existed = draft.schema_path.exists()
-    try:
-        with atomic_path(draft.output) as toml_tmp:
-            Path(toml_tmp).write_text(toml)
-            with atomic_path(draft.schema_path) as schema_tmp:
-                Path(schema_tmp).write_text(schema)
-    except BaseException as err:
-        if not schema_existed and not draft.output.is_file():
-            with contextlib.suppress(OSError):  # its folder could not be made: it was never written
-                draft.schema_path.unlink(missing_ok=True)
-        if isinstance(err, OSError):
-            raise ConfigError(f"cannot write {draft.output} ({err.strerror}); choose another --output") from None
-        raise
-    return draft.output, draft.schema_path
-
-
-def _check_identifiers(columns: Sequence[str]) -> None:
-    seen: dict[str, str] = {}
-    for column in columns:
-        name = features.identifier(column)
-        if name in seen:
-            raise ConfigError(f"columns {seen[name]!r} and {column!r} both become the TF name {name!r}; "
-                              "rename one of them in the data")
-        seen[name] = column
-
-
-# --- the files' text -------------------------------------------------------------------------
-
-def dataset_toml(draft: Draft) -> str:
-    try:
-        data_root = os.path.relpath(draft.data_root, draft.output.resolve().parent)
-    except ValueError:  # another drive (Windows): no relative path
-        data_root = str(draft.data_root)
-    files = f"{draft.files} {draft.format.upper()} file{'s' if draft.files != 1 else ''}"
-    lines = [
-        f"# Written by `turbotfx init` from {draft.rows} rows in {files}. Check each column's role",
-        f"# and the blessing bounds; curate {draft.schema_path.name} (ImportSchemaGen reads it).",
-        f"name = {_string(draft.name)}",
-        f"data_root = {_string(data_root)}",
-        f"format = {_string(draft.format)}",
-        f"label = {_string(draft.label.name)}",
-        f"# {_comment(draft.task_reason)}",
-        f"task = {_string(draft.task)}",
-    ]
-    if draft.classes is not None:
-        lines.append(f"classes = {draft.classes}")
-    positive = positive_class(draft)
-    if positive is not None:
-        lines.append("# the class TFMA's AUC, precision and recall are about (class id 1)")
-        lines.append(f"positive = {_string(positive)}")
-    lines += [
-        f"schema = {_string(draft.schema_path.name)}",
-        f"# slices: {_comment(draft.slice_reason)}",
-        f"slices = [{', '.join(_string(s) for s in draft.slices)}]",
-        "",
-        "# numeric: imputed and z-scored; categorical: a vocabulary (one-hot or embedded);",
-        "# ignore: not fed to the model.",
-        "[features]",
-    ]
-    keys = [_key(d.column.name) for d in draft.decisions]
-    width = max(len(k) for k in keys)
-    for key, decision in zip(keys, draft.decisions):
-        lines.append(f"{key.ljust(width)} = {_string(decision.role).ljust(13)}  # {_comment(decision.reason)}")
-    blessing = draft.blessing
-    if draft.task == REGRESSION:
-        lines += ["", "# rmse of at most the label's standard deviation (the error of always predicting",
-                  f"# its mean), and at most {REGRESSION_MAX_DROP_FRACTION:.0%} of it worse than the last blessed model."]
-    else:
-        lines += ["", f"# {blessing['metric']} of at least threshold, and at most max_drop below the last blessed model."]
-    lines.append("[blessing]")
-    lines += [f"{key} = {_value(blessing[key])}" for key in ("metric", "threshold", "max_drop")
-              if blessing[key] is not None]
-    lines += ["", "[training]"] + [f"{key} = {_value(value)}" for key, value in draft.training.items()]
-    return "\n".join(lines) + "\n"
-
-
-def schema_text(draft: Draft) -> str:
-    """The schema draft as text proto: see this module's docstring."""
-    from google.protobuf import text_format
-    from tensorflow_metadata.proto.v0 import schema_pb2
-
-    schema = schema_pb2.Schema()
-    label = draft.label
-    feature = schema.feature.add(name=label.name, type=schema_pb2.FeatureType.Value(label.type))
-    feature.presence.min_fraction = 1.0
-    feature.presence.min_count = 1
-    feature.shape.dim.add(size=1)
-    if label.type == BYTES:
-        feature.domain = label.name
-        schema.string_domain.add(name=label.name, value=[str(v) for v in label.values])
-    for decision in draft.decisions:
-        column = decision.column
-        # A column with no value at all gets BYTES: ExampleGen writes it as an empty feature.
-        feature = schema.feature.add(name=column.name, type=schema_pb2.FeatureType.Value(column.type or BYTES))
-        feature.value_count.min = 0
-        feature.value_count.max = 1
-        if decision.role == "ignore":
-            continue
-        feature.presence.min_count = 1
-        if decision.role == "categorical" and column.type == BYTES and column.values:
-            feature.domain = column.name
-            schema.string_domain.add(name=column.name, value=[str(v) for v in column.values])
-    header = [
-        f"# Draft of the curated schema of dataset {draft.name!r}, written by `turbotfx init`; curate it:",
-        f"# - the label {_comment(label.name)!r} is required in every row"
-        + ("; its domain is the classes seen" if label.type == BYTES else ""),
-        "# - features may be missing (Transform imputes them); text categoricals with at most",
-        f"#   {CLOSED_DOMAIN_MAX_VALUES} values have a closed domain (the values seen), larger ones stay open;",
-        "# - no numeric ranges yet: add float_domain / int_domain bounds a wrong unit would break;",
-        "# - ignored columns are listed (so a batch holding them raises no anomaly) and may be missing.",
-    ]
-    return "\n".join(header) + "\n" + text_format.MessageToString(schema)
-
-
-_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
-_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
-
-
-def _string(text: str) -> str:
-    """A TOML basic string."""
-    out = []
-    for char in text:
-        if char in _ESCAPES:
-            out.append(_ESCAPES[char])
-        elif ord(char) < 0x20 or ord(char) == 0x7F:
-            out.append(f"\\u{ord(char):04X}")
-        else:
-            out.append(char)
-    return '"' + "".join(out) + '"'
-
-
-def _key(name: str) -> str:
-    return name if _BARE_KEY.match(name) else _string(name)
-
-
-def _value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return _string(value)
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_value(v) for v in value) + "]"
-    if isinstance(value, float):
-        return repr(value) if math.isfinite(value) else ("nan" if math.isnan(value) else
-                                                          ("inf" if value > 0 else "-inf"))
-    return str(value)
 
 
 def _round(value: float) -> float:
@@ -528,16 +289,17 @@ def _round(value: float) -> float:
     return float(f"{value:.6g}")
 
 
-def _comment(text: str) -> str:
-    """Text safe in a one-line comment (column names and values can hold anything)."""
-    return "".join(char if char.isprintable() else "?" for char in text)
+def infer_schema(data_root: Path, output: Path, fmt: str | None = None) -> Path:
+    """Infers a schema (TFDV) from every CSV or Parquet file under data_root, read with the
+    types ExampleGen will give it, and writes it as text proto. fmt None: from the files'
+    suffix."""
+    import tensorflow_data_validation as tfdv
 
-
-def _show(value: Any, width: int = 24) -> str:
-    text = repr(value)
-    return text if len(text) <= width else text[:width - 4] + "...'"
-
-
-def _values(values: Sequence[Any], most: int = 5) -> str:
-    shown = ", ".join(_show(v) for v in values[:most])
-    return shown + (", ..." if len(values) > most else "")
+    root = data_root.expanduser().resolve()
+    fmt = fmt or table.detect_format(root)
+    checks.check_table(root, fmt)
+    schema = tfdv.infer_schema(table.statistics_of(root, fmt))
+    output = output.resolve()
+    with atomic_path(output) as tmp:
+        tfdv.write_schema_text(schema, tmp)
+    return output

@@ -13,7 +13,7 @@ import json
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from pipeline import schemas
+from pipeline import datasets
 from pipeline.atomic import atomic_path
 from pipeline.config import PipelineConfig
 from pipeline.deployment import Deployment, VertexEndpoint, VertexTraining
@@ -100,7 +100,7 @@ def deployment(config: PipelineConfig, options: CompileOptions) -> Deployment:
 def image_path(path: Path, what: str) -> str:
     """A file's path in the image: the Dockerfile copies the source tree to IMAGE_SOURCE_ROOT,
     so the built-in datasets, and your own dataset file kept in the tree, travel with it."""
-    source_root = Path(schemas.__file__).resolve().parents[2]
+    source_root = datasets.BUILTIN_DIR.parents[1]  # pipeline/datasets/ -> the tree
     try:
         relative = path.resolve().relative_to(source_root)
     except ValueError:

@@ -10,8 +10,8 @@ from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 from tfx.orchestration.portable import runtime_parameter_utils
 
 from components.serving_check import loader_process
-from pipeline import data
 from pipeline.config import MULTI_PROCESS_THRESHOLD_BYTES, PipelineConfig
+from pipeline.datasets import prepare
 from pipeline.runners import beam_tuning, cluster
 from pipeline.runners.beam_args import BeamOptions
 from pipeline.store import connection
@@ -22,7 +22,7 @@ def beam_mode(config: PipelineConfig, data_root: Path) -> str:
     """in_memory for small data (no worker start-up), multi_process past the threshold."""
     if config.beam_mode != "auto":
         return config.beam_mode
-    if data.data_size_bytes(data_root, config.spec) > MULTI_PROCESS_THRESHOLD_BYTES:
+    if prepare.data_size_bytes(data_root, config.spec) > MULTI_PROCESS_THRESHOLD_BYTES:
         return "multi_process"
     return "in_memory"
 

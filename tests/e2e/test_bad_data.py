@@ -7,7 +7,8 @@ import csv
 
 import pytest
 
-from pipeline import data, datasets
+from pipeline import datasets
+from pipeline.datasets import prepare
 from tests.conftest import turbotfx
 
 pytestmark = pytest.mark.e2e
@@ -15,7 +16,7 @@ pytestmark = pytest.mark.e2e
 
 def test_rows_breaking_the_schema_stop_the_run_before_transform(tmp_path):
     root = tmp_path / "data"
-    data.write_penguins_csv(root / "penguins.csv", datasets.load("penguins"))
+    prepare.write_penguins_csv(root / "penguins.csv", datasets.load("penguins"))
     with open(root / "penguins.csv", "a", newline="") as handle:
         csv.writer(handle).writerow(["Adelie", "Atlantis", "male", "39.1", "18.7", "181.0", "3750.0"])
     home = tmp_path / "ws"

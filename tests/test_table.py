@@ -1,4 +1,4 @@
-"""The checks made on a user's table before TFX sees it (pipeline/tables.py): each bad input
+"""The checks made on a user's table before TFX sees it (pipeline/datasets/table.py, checks.py): each bad input
 fails with one line that names the file or column, the cause and the fix."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipeline import tables
+from components.csv_example_gen import dialect
+from pipeline.datasets import checks, table
 from pipeline.errors import ConfigError
 
 ROWS = 40
@@ -49,7 +50,7 @@ def _parquet_root(tmp_path, frame, name="a.parquet"):
 
 def _error(root, fmt="csv", label="label", task=None, feature_columns=()):
     with pytest.raises(ConfigError) as err:
-        tables.check_data(root, fmt, label, task, list(feature_columns))
+        checks.check_data(root, fmt, label, task, list(feature_columns))
     message = str(err.value)
     assert "\n" not in message, "one line"
     return message
@@ -61,26 +62,28 @@ def _error(root, fmt="csv", label="label", task=None, feature_columns=()):
 def test_a_good_table_passes_for_its_task(tmp_path, fmt):
     root = (_csv_root if fmt == "csv" else _parquet_root)(tmp_path, _frame())
     for task in (None, "binary"):
-        assert tables.check_data(root, fmt, "label", task, ["x", "color"]) is None
+        # The label column it read comes back: a run reads it once.
+        assert checks.check_data(root, fmt, "label", task, ["x", "color"]) == \
+            table.LabelColumn("label", "BYTES", ROWS, 0, ("no", "yes"))
 
 
 def test_several_files_with_the_same_header_pass(tmp_path):
     root = _csv_root(tmp_path, _frame(), "a.csv")
     _csv_root(tmp_path, _frame(), "b.csv")
-    tables.check_data(root, "csv", "label", "binary", ["x"])
-    assert tables.read_label(root, "csv", "label").rows == 2 * ROWS
+    checks.check_data(root, "csv", "label", "binary", ["x"])
+    assert table.read_label(root, "csv", "label").rows == 2 * ROWS
 
 
 def test_the_label_is_read_as_example_gen_reads_it(tmp_path):
     frame = _frame().assign(code=[1, 2, 3, 4] * (ROWS // 4), score=[0.5, float("nan")] * (ROWS // 2),
                             text_nan=["nan", "x"] * (ROWS // 2))
     root = _csv_root(tmp_path, frame)
-    code = tables.read_label(root, "csv", "code")
+    code = table.read_label(root, "csv", "code")
     assert (code.type, code.classes, code.missing, code.rows) == ("INT", (1, 2, 3, 4), 0, ROWS)
     # An empty cell is missing; "nan" is missing in a number column but a class among text.
-    score = tables.read_label(root, "csv", "score")
+    score = table.read_label(root, "csv", "score")
     assert (score.type, score.classes, score.missing) == ("FLOAT", (0.5,), ROWS // 2)
-    text = tables.read_label(root, "csv", "text_nan")
+    text = table.read_label(root, "csv", "text_nan")
     assert (text.type, text.classes, text.missing) == ("BYTES", ("nan", "x"), 0)
 
 
@@ -88,9 +91,9 @@ def test_parquet_label_types(tmp_path):
     frame = _frame().assign(flag=[True, False] * (ROWS // 2), small=np.arange(ROWS, dtype=np.int16) % 3,
                             cat=pd.Categorical(["u", "v"] * (ROWS // 2)))
     root = _parquet_root(tmp_path, frame)
-    assert tables.read_label(root, "parquet", "flag").type == "INT"
-    assert tables.read_label(root, "parquet", "small").classes == (0, 1, 2)
-    cat = tables.read_label(root, "parquet", "cat")
+    assert table.read_label(root, "parquet", "flag").type == "INT"
+    assert table.read_label(root, "parquet", "small").classes == (0, 1, 2)
+    cat = table.read_label(root, "parquet", "cat")
     assert (cat.type, cat.classes) == ("BYTES", ("u", "v"))
 
 
@@ -102,27 +105,27 @@ def test_cell_types_are_the_csv_decoders(cell):
 
     expected = {csv_decoder.ColumnType.INT: "INT", csv_decoder.ColumnType.FLOAT: "FLOAT",
                 csv_decoder.ColumnType.STRING: "BYTES", csv_decoder.ColumnType.UNKNOWN: None}
-    assert tables.cell_type(cell) == expected[csv_decoder._InferValueType(cell.encode())]
+    assert dialect.cell_type(cell) == expected[csv_decoder._InferValueType(cell.encode())]
 
 
 def test_detect_format(tmp_path):
     root = _csv_root(tmp_path, _frame())
-    assert tables.detect_format(root) == "csv"
+    assert table.detect_format(root) == "csv"
     _parquet_root(tmp_path, _frame())
     with pytest.raises(ConfigError, match="holds both .csv and .parquet files"):
-        tables.detect_format(root)
+        table.detect_format(root)
     (root / "a.csv").unlink()
-    assert tables.detect_format(root) == "parquet"
+    assert table.detect_format(root) == "parquet"
     (root / "a.parquet").unlink()
     with pytest.raises(ConfigError, match="holds no .csv or .parquet file"):
-        tables.detect_format(root)
+        table.detect_format(root)
 
 
 def test_data_size_counts_only_the_formats_files(tmp_path):
     root = _csv_root(tmp_path, _frame())
     (root / "notes.txt").write_text("x" * 1000)
-    assert tables.data_size_bytes(root, "csv") == (root / "a.csv").stat().st_size
-    assert tables.data_size_bytes(root, "parquet") == 0
+    assert table.data_size_bytes(root, "csv") == (root / "a.csv").stat().st_size
+    assert table.data_size_bytes(root, "parquet") == 0
 
 
 # --- bad tables --------------------------------------------------------------------------
@@ -234,7 +237,7 @@ def test_regression_label_with_text(tmp_path):
     values = [str(v) for v in np.linspace(1.0, 9.0, ROWS)]
     values[7] = "n/a"
     root = _csv_root(tmp_path, _frame().assign(price=values))
-    tables.check_data(root, "csv", "price", None, [])  # any task: text classes are fine
+    checks.check_data(root, "csv", "price", None, [])  # any task: text classes are fine
     message = _error(root, label="price", task="regression")
     assert "label column 'price' holds text (e.g. 'n/a')" in message
 
@@ -258,11 +261,11 @@ def test_empty_strings_and_nan_in_a_parquet_label_are_empty(tmp_path):
 
 @pytest.mark.parametrize("fmt", ["csv", "parquet"])
 def test_too_few_rows(tmp_path, fmt):
-    rows = tables.MIN_ROWS - 1
+    rows = checks.MIN_ROWS - 1
     frame = pd.DataFrame({"label": (["yes", "no"] * rows)[:rows], "x": range(rows)})
     root = (_csv_root if fmt == "csv" else _parquet_root)(tmp_path, frame)
     message = _error(root, fmt)
-    assert f"holds {rows} rows" in message and f"at least {tables.MIN_ROWS}" in message
+    assert f"holds {rows} rows" in message and f"at least {checks.MIN_ROWS}" in message
 
 
 def test_binary_task_on_three_classes(tmp_path):
@@ -282,10 +285,10 @@ def test_classification_on_decimals(tmp_path):
 
 
 def test_too_many_classes(tmp_path):
-    rows = 2 * (tables.MAX_CLASSES + 1)
+    rows = 2 * (checks.MAX_CLASSES + 1)
     root = _csv_root(tmp_path, pd.DataFrame({"label": [f"c{i // 2}" for i in range(rows)], "x": range(rows)}))
     message = _error(root, task="multiclass")
-    assert f"{tables.MAX_CLASSES + 1} distinct values" in message
+    assert f"{checks.MAX_CLASSES + 1} distinct values" in message
 
 
 def test_csv_with_an_unnamed_column(tmp_path):
@@ -309,9 +312,9 @@ def test_a_header_with_a_byte_order_mark(tmp_path):
     root.mkdir()
     _frame().rename(columns={"label": "species"}).to_csv(root / "a.csv", index=False, encoding="utf-8-sig")
     assert (root / "a.csv").read_bytes().startswith(b"\xef\xbb\xbfspecies,")
-    assert tables.check_table(root, "csv") == ["species", "x", "color"]
-    tables.check_data(root, "csv", "species", "binary", ["x", "color"])
-    assert tables.read_label(root, "csv", "species").classes == ("no", "yes")
+    assert checks.check_table(root, "csv") == ["species", "x", "color"]
+    checks.check_data(root, "csv", "species", "binary", ["x", "color"])
+    assert table.read_label(root, "csv", "species").classes == ("no", "yes")
 
 
 def test_fully_quoted_fields(tmp_path):
@@ -326,11 +329,11 @@ def test_fully_quoted_fields(tmp_path):
         writer.writerows([list(frame.columns), *frame.fillna("").to_numpy().tolist()])
     written = (root / "a.csv").read_bytes()
     assert written.startswith(b'\xef\xbb\xbf"label","x","color","note, free text"\r\n"yes","0.5"')
-    assert tables.check_table(root, "csv") == ["label", "x", "color", "note, free text"]
-    label = tables.read_label(root, "csv", "label")
+    assert checks.check_table(root, "csv") == ["label", "x", "color", "note, free text"]
+    label = table.read_label(root, "csv", "label")
     assert (label.rows, label.missing, label.classes) == (ROWS, 1, ("no", "yes"))
-    assert tables.read_label(root, "csv", "x").type == "FLOAT"
-    note = tables.read_columns(root / "a.csv", "csv", ["note, free text"]).column(0).to_pylist()
+    assert table.read_label(root, "csv", "x").type == "FLOAT"
+    note = table.read_columns(root / "a.csv", "csv", ["note, free text"]).column(0).to_pylist()
     assert note[:4] == ["a, b", "two\nlines", 'say "hi"', None]
 
 
@@ -384,20 +387,20 @@ def test_windows_line_ends_and_blank_lines_pass(tmp_path):
     root = tmp_path / "data"
     root.mkdir()
     (root / "a.csv").write_bytes(b"label,x\r\n" + b"yes,1\r\nno,2\r\n\r\n" * 20)
-    tables.check_data(root, "csv", "label", "binary", ["x"])
-    assert tables.read_label(root, "csv", "label").rows == 40
+    checks.check_data(root, "csv", "label", "binary", ["x"])
+    assert table.read_label(root, "csv", "label").rows == 40
 
 
 def test_rows_are_checked_across_blocks(tmp_path, monkeypatch):
     # A quoted field over lines where one block of lines ends and the next begins, and the
     # line numbers counted on across blocks.
-    monkeypatch.setattr(tables, "_BLOCK_CHARS", 64)
+    monkeypatch.setattr(checks, "_BLOCK_CHARS", 64)
     root = tmp_path / "data"
     root.mkdir()
     body = "".join(f'yes,"line {i}\nof a note"\n' if i % 3 == 0 else f"no,{i}\n" for i in range(60))
     (root / "a.csv").write_text("label,note\n" + body)
-    tables.check_data(root, "csv", "label", "binary", [])
-    assert tables.read_label(root, "csv", "label").rows == 60
+    checks.check_data(root, "csv", "label", "binary", [])
+    assert table.read_label(root, "csv", "label").rows == 60
     lines = body.count("\n") + 1
     (root / "a.csv").write_text("label,note\n" + body + "yes,1,2\n")
     assert f"line {lines + 1} has 3 fields" in _error(root)
@@ -407,4 +410,4 @@ def test_text_that_is_not_utf8_anywhere_in_the_file(tmp_path):
     body = "x,y\n" + "1,plain\n" * 50 + "2,cit\xe9\n"  # a Latin-1 byte in a feature, far from the header
     (tmp_path / "a.csv").write_bytes(body.encode("latin-1"))
     with pytest.raises(ConfigError, match=r"a.csv is not UTF-8 text \(byte \d+\); save it as UTF-8"):
-        tables.check_table(tmp_path, "csv")
+        checks.check_table(tmp_path, "csv")

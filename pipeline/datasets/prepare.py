@@ -1,52 +1,54 @@
-"""Datasets: where a run's input CSV comes from, the checks made before TFX sees it, and the
-schema inferred from new data for a person to curate (`turbotfx schema infer`)."""
+"""A run's input: the built-ins' rows written into the workspace when no data root is
+given, the files checked against the dataset file before TFX sees them, and the curated
+schema copied where ImportSchemaGen's cache sees its content."""
 
 from __future__ import annotations
 
+import hashlib
+import shutil
 from pathlib import Path
 
-from pipeline import synthetic, tables
 from pipeline.atomic import atomic_path
-from pipeline.config import PipelineConfig
-from pipeline.datasets import Dataset
+from pipeline.datasets import Dataset, checks, synthetic, table
 from pipeline.errors import ConfigError
 from trainer_module.features import MULTICLASS
 
 PENGUINS_FILE = "penguins.csv"
 
 
-def prepare_data(config: PipelineConfig) -> Path:
-    """Returns the directory of files to ingest, generating a built-in dataset if needed,
-    after checking them against the dataset file (pipeline/tables.py)."""
-    spec = config.spec
-    target = config.data_path
-    if not config.data_root and spec.data_root is None:
+def prepare_data(spec: Dataset, directory: Path, rows: int | None = None, generate: bool = True) -> Path:
+    """Returns directory, the files to ingest, after checking them against the dataset file
+    (checks.py). generate: a built-in without a data root writes its rows there first
+    (rows: the synthetic dataset's size); False when the user named the directory."""
+    if generate and spec.data_root is None:
         if spec.generate == "synthetic":
             # The directory appears whole (one rename), so its presence means complete.
-            if not target.is_dir():
-                synthetic.generate(target, config.rows)
-        elif not (target / PENGUINS_FILE).exists():
-            write_penguins_csv(target / PENGUINS_FILE, spec)
-    return check_data_root(target, spec)
+            if not directory.is_dir():
+                count = rows if rows is not None else spec.rows
+                assert count is not None, "synthetic.toml sets rows"
+                synthetic.generate(directory, count)
+        elif not (directory / PENGUINS_FILE).exists():
+            write_penguins_csv(directory / PENGUINS_FILE, spec)
+    return check_data_root(directory, spec)
 
 
 def check_data_root(root: Path, spec: Dataset) -> Path:
     """Fails with one line naming the cause and the fix unless root holds data the dataset
     file describes: ExampleGen would otherwise fail deep inside Beam, or train on rubbish."""
     try:
-        tables.check_data(root, spec.format, spec.label, spec.task, [f.name for f in spec.features])
+        label = checks.check_data(root, spec.format, spec.label, spec.task, [f.name for f in spec.features])
     except ConfigError as err:
         # The data and the dataset file disagree: say which file described it.
         raise ConfigError(f"{err} (dataset file: {spec.path})") from None
     if spec.task == MULTICLASS:
         # TFMA reports precision and recall for `classes` class ids: a count that disagrees
         # with the data would leave classes out or report ones that do not exist.
-        count = len(tables.read_label(root, spec.format, spec.label).classes)
+        count = len(label.classes)
         if count != spec.classes:
             raise ConfigError(f"{spec.path}: classes: {spec.classes}, but label {spec.label!r} has {count} "
                               f"values in {root}; set classes = {count}")
     if spec.positive is not None:
-        values = {tables.label_text(value) for value in tables.read_label(root, spec.format, spec.label).classes}
+        values = {table.label_text(value) for value in label.classes}
         if spec.positive not in values:
             raise ConfigError(f"{spec.path}: positive: {spec.positive!r} is not a value of label {spec.label!r} "
                               f"in {root} ({', '.join(sorted(values))}); name one of them")
@@ -69,20 +71,18 @@ def write_penguins_csv(path: Path, spec: Dataset) -> int:
 
 
 def data_size_bytes(root: Path, spec: Dataset) -> int:
-    return tables.data_size_bytes(root, spec.format)
+    return table.data_size_bytes(root, spec.format)
 
 
-def infer_schema(data_root: Path, output: Path, fmt: str | None = None) -> Path:
-    """Infers a schema (TFDV) from every CSV or Parquet file under data_root, read with the
-    types ExampleGen will give it (pipeline/datasets/infer.py), and writes it as text proto.
-    fmt None: from the files' suffix."""
-    import tensorflow_data_validation as tfdv
+def content_addressed_copy(schema: Path, directory: Path) -> Path:
+    """A copy of schema at a path derived from its content.
 
-    from pipeline.datasets import infer
-
-    root = data_root.expanduser().resolve()
-    schema = tfdv.infer_schema(infer.statistics_of(root, fmt or tables.detect_format(root)))
-    output = output.resolve()
-    with atomic_path(output) as tmp:
-        tfdv.write_schema_text(schema, tmp)
-    return output
+    ImportSchemaGen's cache key is the file path, not the content: without this, an
+    edited schema would be ignored on the next run in favour of the cached artifact.
+    """
+    digest = hashlib.sha256(schema.read_bytes()).hexdigest()[:16]
+    target = directory / digest / schema.name
+    if not target.exists():
+        with atomic_path(target) as tmp:
+            shutil.copyfile(schema, tmp)
+    return target
