@@ -82,7 +82,7 @@ def test_a_built_in_dataset_file_is_loaded_once_per_process(tmp_path, calls):
     try:
         first = datasets.load("penguins")
         PipelineConfig(home=str(tmp_path))
-        PipelineConfig(home=str(tmp_path), dataset="penguins", epochs=3)
+        PipelineConfig(home=str(tmp_path), dataset="penguins", knobs={"epochs": 3})
         assert datasets.load("penguins") is first
         assert calls["_load"] == 1
         # A user's file is read each time: it may change between two commands of one process.

@@ -104,7 +104,7 @@ def test_the_cause_names_what_to_do():
 @pytest.mark.e2e
 def test_a_real_run_returns_its_summary(tmp_path, capsys):
     epochs, threshold = int(FAST_RUN_ARGS[1]), float(FAST_RUN_ARGS[3])
-    config = PipelineConfig(home=str(tmp_path), epochs=epochs, blessing_threshold=threshold)
+    config = PipelineConfig(home=str(tmp_path), knobs={"epochs": epochs}, blessing_threshold=threshold)
     lines: list[str] = []
 
     outcome = workspace.run(config, report=lines.append)

@@ -38,6 +38,7 @@ from pipeline.provenance.graph import (
     property_of,
     subgraph,
 )
+from trainer_module.config import RUNTIME_KNOB
 from trainer_module.features import CONFIG_KEY as FEATURES_KEY
 
 # model <- Trainer <- transform graph <- Transform <- examples <- ExampleGen: five hops,
@@ -348,10 +349,10 @@ def hyperparameters(trainer: mlmd_pb.Execution) -> dict[str, Any]:
               if key != trainer_keys.CODE_FINGERPRINT_KEY and key not in _DATASET_ENTRIES}
     for name in ("train_args", "eval_args"):
         values[name] = json_property(trainer, name)
-    # A compiled pipeline's runtime parameter overrides custom_config's epochs.
+    # A compiled pipeline's runtime parameter overrides its knob in custom_config.
     epochs = property_of(trainer, trainer_keys.EPOCHS_KEY)
     if epochs is not None:
-        values["epochs"] = int(epochs)
+        values[RUNTIME_KNOB] = int(epochs)
     return values
 
 
