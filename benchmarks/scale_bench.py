@@ -101,7 +101,7 @@ def run_one(size: int, mode: str, data_root: Path, home: Path) -> dict:
     from pipeline.runners import beam_tuning, local
 
     config = PipelineConfig(home=str(home), dataset="synthetic", rows=size, data_root=str(data_root),
-                            epochs=EPOCHS, beam_mode="auto" if mode == "cluster" else mode, enable_cache=False)
+                            knobs={"epochs": EPOCHS}, beam_mode="auto" if mode == "cluster" else mode, enable_cache=False)
     root = workspace.prepare_input(config)
     if mode != "cluster":
         beam_tuning.tune(mode)

@@ -16,6 +16,10 @@ from tests.test_architecture import PACKAGES
 
 # One module named is prose ("a Trainer executor that ..."); two or more is a list.
 LISTS_FROM = 2
+# The packages whose docstring is their map (README, "Layout", points here): one that
+# stopped listing its modules would otherwise drop out of the check below unseen.
+MAPPED = ("pipeline", "pipeline/cli", "pipeline/datasets", "pipeline/provenance", "pipeline/store",
+          "pipeline/runners", "serving", "components", "components/csv_example_gen")
 
 
 def modules_of(package: Path) -> list[str]:
@@ -39,7 +43,7 @@ def docstring(package: Path) -> str:
 
 def test_the_maps_are_seen():
     # If these were not taken as maps, the check below would pass for nothing.
-    for package in ("pipeline", "pipeline/cli", "serving", "components"):
+    for package in MAPPED:
         assert len(named_in(docstring(REPO / package), modules_of(REPO / package))) >= LISTS_FROM, package
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -78,10 +79,15 @@ def penguins_with_training(tmp_path: Path, lines: str) -> Path:
 
 
 @pytest.fixture
-def frozen_layers(monkeypatch, tmp_path) -> Path:
-    """TrainingConfig with one more field, and a dataset file setting it in [training]."""
+def frozen_layers(monkeypatch, tmp_path) -> Iterator[Path]:
+    """TrainingConfig with one more field, and a dataset file setting it in [training]. The
+    built-in dataset files are cached per process: loaded while the field exists they would
+    keep it, so the cache is emptied on the way in and out."""
+    datasets._builtin.cache_clear()
     monkeypatch.setattr(training_config, "TrainingConfig", WithFrozenLayers)
-    return penguins_with_training(tmp_path, "frozen_layers = 1")
+    yield penguins_with_training(tmp_path, "frozen_layers = 1")
+    monkeypatch.undo()
+    datasets._builtin.cache_clear()
 
 
 def trainer_custom_config(config: PipelineConfig) -> dict:
@@ -174,3 +180,9 @@ def test_every_knob_is_a_dataset_key_and_a_flag_wins_over_it(tmp_path):
 def test_a_wrong_knob_in_a_dataset_file_names_the_key(tmp_path, line, message):
     with pytest.raises(Exception, match=message.replace("[", r"\[").replace("]", r"\]")):
         datasets.load(str(penguins_with_training(tmp_path, line)))
+
+
+def test_the_runtime_parameter_is_a_training_knob():
+    # A compiled pipeline's `epochs` runtime parameter lands in custom_config under this name,
+    # where run_fn's from_config reads the field.
+    assert training_config.RUNTIME_KNOB in {field.name for field in dataclasses.fields(training_config.TrainingConfig)}

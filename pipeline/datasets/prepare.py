@@ -70,10 +70,6 @@ def write_penguins_csv(path: Path, spec: Dataset) -> int:
     return len(frame)
 
 
-def data_size_bytes(root: Path, spec: Dataset) -> int:
-    return table.data_size_bytes(root, spec.format)
-
-
 def content_addressed_copy(schema: Path, directory: Path) -> Path:
     """A copy of schema at a path derived from its content.
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import collections
 import json
 import math
-from typing import Any, Sequence, TypeVar
+from typing import Any, Iterable, Sequence, TypeVar
 
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2 as mlmd_pb
@@ -68,7 +68,8 @@ class Graph:
         self._by_artifact: dict[int, list[tuple[int, int, int, str]]] = collections.defaultdict(list)
         self._by_execution: dict[int, list[tuple[int, int, int, str]]] = collections.defaultdict(list)
 
-    def add(self, artifacts=(), executions=(), events=()) -> None:
+    def add(self, artifacts: Iterable[mlmd_pb.Artifact] = (), executions: Iterable[mlmd_pb.Execution] = (),
+            events: Iterable[mlmd_pb.Event] = ()) -> None:
         self.artifacts.update((a.id, a) for a in artifacts)
         self.executions.update((e.id, e) for e in executions)
         for event in events:

@@ -11,7 +11,7 @@ from tfx.orchestration.portable import runtime_parameter_utils
 
 from components.serving_check import loader_process
 from pipeline.config import MULTI_PROCESS_THRESHOLD_BYTES, PipelineConfig
-from pipeline.datasets import prepare
+from pipeline.datasets import table
 from pipeline.runners import beam_tuning, cluster
 from pipeline.runners.beam_args import BeamOptions
 from pipeline.store import connection
@@ -22,7 +22,7 @@ def beam_mode(config: PipelineConfig, data_root: Path) -> str:
     """in_memory for small data (no worker start-up), multi_process past the threshold."""
     if config.beam_mode != "auto":
         return config.beam_mode
-    if prepare.data_size_bytes(data_root, config.spec) > MULTI_PROCESS_THRESHOLD_BYTES:
+    if table.data_size_bytes(data_root, config.spec.format) > MULTI_PROCESS_THRESHOLD_BYTES:
         return "multi_process"
     return "in_memory"
 
