@@ -63,8 +63,12 @@ def read_split(examples_uri: Path, split: str) -> tuple[pd.DataFrame, list[bytes
 def is_numeric(column: pd.Series) -> bool:
     """Whether a column read back from the Examples holds numbers (ints or floats, the
     empty cells None) rather than text: the baselines take numbers as numbers."""
+    if pd.api.types.is_bool_dtype(column):
+        return False
+    if pd.api.types.is_numeric_dtype(column):
+        return True
     values = column.dropna()
-    return bool(len(values)) and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+    return bool(len(values)) and all(isinstance(v, (int, float, np.number)) for v in values)
 
 
 def minority(label: pd.Series) -> str:
