@@ -60,8 +60,9 @@ bench-lineage: $(STAMP)
 bench-serving: $(STAMP)
 	$(PY) benchmarks/serving_bench.py $(ARGS)
 
-# init + run with defaults on ten public tables, scored beside scikit-learn fitted on each run's
-# own train split (docs/quality.md; ~10 min on 2 cores). ARGS="--tables caravan,oj" for a subset.
+# init + run with defaults on nine public tables (breast_cancer on request), each scored beside
+# scikit-learn fitted on its run's own train split (docs/quality.md; ~10 min on 2 cores).
+# ARGS="--tables caravan,oj" for a subset.
 bench-quality: $(STAMP)
 	$(PY) benchmarks/quality_bench.py $(ARGS)
 

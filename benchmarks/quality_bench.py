@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import subprocess
 import sys
 import tempfile
@@ -96,6 +97,7 @@ def our_predictions(model_dir: Path, records: list[bytes], task: str,
         SERVING_DEFAULT,
     )
 
+    logging.getLogger("absl").setLevel(logging.ERROR)  # a line per sanitized column name on load
     signature = tf.saved_model.load(str(model_dir)).signatures[SERVING_DEFAULT]
     predicted: list[Any] = []
     positive_score: list[float] = []
@@ -168,7 +170,9 @@ def print_table(results: dict[str, dict[str, Any]]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--tables", default=",".join(TABLES), help=f"comma-separated subset of {','.join(TABLES)}")
+    default = ",".join(name for name, table in TABLES.items() if table.default)
+    parser.add_argument("--tables", default=default,
+                        help=f"comma-separated, of {','.join(TABLES)} (default: {default})")
     parser.add_argument("--workdir", help="keep each table's CSV, dataset file and workspace here")
     args = parser.parse_args()
     names = [n.strip() for n in args.tables.split(",") if n.strip()]
