@@ -141,7 +141,8 @@ def score_table(table: Table, run: dict[str, Any]) -> dict[str, Any]:
             "train_rows": len(train), "eval_rows": len(evaluation), "model": run["model"],
             "ours": ours, "baselines": baselines, "best": best_name, "run_s": run["run_s"],
             "evaluator": run["evaluator"],
-            **score.compare(metric, ours[metric], best, baselines["trivial"][metric])}
+            "below_trivial": score.below_trivial(ours, baselines["trivial"]),
+            **score.compare(metric, ours[metric], best)}
 
 
 def print_table(results: dict[str, dict[str, Any]]) -> None:
@@ -157,15 +158,17 @@ def print_table(results: dict[str, dict[str, Any]]) -> None:
         for i, metric in enumerate(metrics):
             values = [r["ours"][metric]] + [r["baselines"][n][metric] for n in (*score.BASELINES, "trivial")]
             cells = "".join(f"{v:>8.4g}" for v in values)
+            if i > 0 and metric in r["below_trivial"]:
+                cells += "          <triv"
             if i == 0:
                 flag = "yes" if r["within"] else "NO"
-                flag += " <triv" if r["below_trivial"] else ""
+                flag += " <triv" if metric in r["below_trivial"] else ""
                 print(f"{name:<14}{r['rows']:>6}{r['cols']:>5}  {r['task']:<11}{metric:<9}{cells}{r['gap']:>+8.3f}  "
                       f"{flag:<7}{r['model']:<8}{r['run_s']:>6.0f}")
             else:
                 print(f"{'':<14}{'':>6}{'':>5}  {'':<11}{metric:<9}{cells}")
     print("gap: best baseline - ours for AUC/accuracy, ours / best - 1 for RMSE (positive: ours is worse); "
-          "within: AUC/accuracy >= best - 0.01, RMSE <= 1.05 x best")
+          "within: AUC/accuracy >= best - 0.01, RMSE <= 1.05 x best; <triv: ours below the trivial baseline")
 
 
 def main() -> None:

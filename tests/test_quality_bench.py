@@ -81,21 +81,23 @@ def test_ratio_gap_and_within_on_hand_computed_numbers():
     assert score.best_baseline("auc", {"hgb": 0.80, "linear": 0.82}) == ("linear", 0.82)
     assert score.best_baseline("rmse", {"hgb": 3.0, "linear": 3.5}) == ("hgb", 3.0)
     # AUC 0.805 against 0.82: 0.015 short, more than the 0.01 allowed.
-    auc = score.compare("auc", 0.805, 0.82, 0.5)
+    auc = score.compare("auc", 0.805, 0.82)
     assert auc["gap"] == pytest.approx(0.015) and auc["ratio"] == pytest.approx(0.805 / 0.82)
-    assert not auc["within"] and not auc["below_trivial"]
-    assert score.compare("auc", 0.811, 0.82, 0.5)["within"]  # 0.009 short
-    # Accuracy 0.877 beside always-"No" at 0.940 (Caravan in issue 26): below the trivial baseline.
-    assert score.compare("accuracy", 0.877, 0.88, 0.94)["below_trivial"]
+    assert not auc["within"]
+    assert score.compare("auc", 0.811, 0.82)["within"]  # 0.009 short
     # RMSE 3.12 against 3.0: 4 % worse, within 5 %; 3.3 is 10 % worse, not within.
-    assert score.compare("rmse", 3.12, 3.0, 5.0)["gap"] == pytest.approx(0.04)
-    assert score.compare("rmse", 3.12, 3.0, 5.0)["within"]
-    assert not score.compare("rmse", 3.3, 3.0, 5.0)["within"]
-    assert score.compare("rmse", 5.5, 3.0, 5.0)["below_trivial"]
+    assert score.compare("rmse", 3.12, 3.0)["gap"] == pytest.approx(0.04)
+    assert score.compare("rmse", 3.12, 3.0)["within"]
+    assert not score.compare("rmse", 3.3, 3.0)["within"]
+    # AUC 0.64 above 0.5, accuracy 0.877 below always-"No" at 0.940 (Caravan in issue 26).
+    assert score.below_trivial({"auc": 0.64, "accuracy": 0.877}, {"auc": 0.5, "accuracy": 0.94}) == ["accuracy"]
+    assert score.below_trivial({"rmse": 5.5}, {"rmse": 5.0}) == ["rmse"]
+    assert score.below_trivial({"rmse": 4.5}, {"rmse": 5.0}) == []
     # Worst gap in allowances: AUC 0.015 short is 1.5 of 0.01; RMSE 10 % is 2 of 5 %.
-    results = {"a": {"metric": "auc", "gap": 0.015, "within": False},
-               "b": {"metric": "rmse", "gap": 0.10, "within": False},
-               "c": {"metric": "accuracy", "gap": -0.02, "within": True}}
+    results = {"a": {"metric": "auc", "gap": 0.015, "within": False, "below_trivial": ["accuracy"]},
+               "b": {"metric": "rmse", "gap": 0.10, "within": False, "below_trivial": []},
+               "c": {"metric": "accuracy", "gap": -0.02, "within": True, "below_trivial": []}}
     summary = score.summarize(results)
     assert summary["tables_within"] == 1 and summary["tables_scored"] == 3
+    assert summary["tables_below_trivial"] == 1
     assert summary["worst_gap"] == {"table": "b", "metric": "rmse", "gap": 0.1, "allowances": 2.0}
