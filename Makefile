@@ -10,7 +10,7 @@ ARGS ?=
 PYTHON310 ?= $(shell for p in python3.10 $$(ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/versions/3.10.*/bin/python3.10 2>/dev/null | sort -V | tail -n 1); do \
 	"$$p" -c 'import sys; assert sys.version_info[:2] == (3, 10)' >/dev/null 2>&1 && { command -v "$$p"; break; }; done)
 
-.PHONY: run test test-fast lint bench bench-trainer bench-lineage bench-serving bench-scale lock clean cluster-deps cluster-test
+.PHONY: run test test-fast lint bench bench-trainer bench-lineage bench-serving bench-scale bench-quality lock clean cluster-deps cluster-test
 
 run: $(STAMP)
 	$(VENV)/bin/turbotfx run $(ARGS)
@@ -59,6 +59,12 @@ bench-lineage: $(STAMP)
 # Serving latency in-process and the client's overhead against the loopback test server.
 bench-serving: $(STAMP)
 	$(PY) benchmarks/serving_bench.py $(ARGS)
+
+# init + run with defaults on nine public tables (breast_cancer on request), each scored beside
+# scikit-learn fitted on its run's own train split (docs/quality.md; ~10 min on 2 cores).
+# ARGS="--tables caravan,oj" for a subset.
+bench-quality: $(STAMP)
+	$(PY) benchmarks/quality_bench.py $(ARGS)
 
 $(STAMP): pyproject.toml constraints.txt
 	@if [ -z "$(PYTHON310)" ]; then \
