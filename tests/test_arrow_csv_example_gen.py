@@ -16,14 +16,11 @@ from pathlib import Path
 import pytest
 import tensorflow as tf
 from tfx.components.example_gen.csv_example_gen import executor as tfx_csv
-from tfx.proto import example_gen_pb2
 from tfx.types import artifact_utils, standard_artifacts, standard_component_specs
-from tfx.utils import proto_utils
 
 from components.csv_example_gen import executor
 from pipeline.datasets import synthetic
-
-SPLITS = ("train", "eval")
+from tests.example_gen import SPLITS, csv_properties
 
 
 def _csv(rows: list[list[object]], quoting: int = csv.QUOTE_MINIMAL, bom: bool = False,
@@ -93,17 +90,6 @@ def _write(directory: Path, files: dict[str, str]) -> Path:
     return directory
 
 
-def _properties(data: Path, buckets: tuple[int, int] = (3, 2)) -> dict:
-    splits = [example_gen_pb2.SplitConfig.Split(name=n, hash_buckets=b) for n, b in zip(SPLITS, buckets)]
-    return {
-        standard_component_specs.INPUT_BASE_KEY: str(data),
-        standard_component_specs.INPUT_CONFIG_KEY: proto_utils.proto_to_json(example_gen_pb2.Input(
-            splits=[example_gen_pb2.Input.Split(name="single_split", pattern="*.csv")])),
-        standard_component_specs.OUTPUT_CONFIG_KEY: proto_utils.proto_to_json(example_gen_pb2.Output(
-            split_config=example_gen_pb2.SplitConfig(splits=splits))),
-    }
-
-
 def _output(directory: Path) -> dict:
     examples = standard_artifacts.Examples()
     examples.uri = str(directory)
@@ -125,9 +111,9 @@ def _written(output: dict) -> dict[str, list[bytes]]:
 def _reference(tmp_path: Path, data: Path, tfx_reads_the_header: bool) -> dict[str, list[bytes]]:
     output = _output(tmp_path / "reference")
     if tfx_reads_the_header:
-        tfx_csv.Executor().Do({}, output, _properties(data))
+        tfx_csv.Executor().Do({}, output, csv_properties(data))
     else:
-        _TfxPathOnly().Do({}, output, _properties(data))
+        _TfxPathOnly().Do({}, output, csv_properties(data))
     return _written(output)
 
 
@@ -141,7 +127,7 @@ def test_the_arrow_path_writes_tfxs_examples_in_tfxs_splits(tmp_path, name):
     files, tfx_reads_the_header = ARROW_CASES[name]
     data = _write(tmp_path / "data", files)
     output = _output(tmp_path / "arrow")
-    assert executor.Executor()._do_with_arrow(output, _properties(data)), "the Arrow path did not take it"
+    assert executor.Executor()._do_with_arrow(output, csv_properties(data)), "the Arrow path did not take it"
     ours, reference = _written(output), _reference(tmp_path, data, tfx_reads_the_header)
     assert ours == reference
     rows = sum(len(v) for v in reference.values())
@@ -153,9 +139,9 @@ def test_the_arrow_path_writes_tfxs_examples_in_tfxs_splits(tmp_path, name):
 def test_input_beyond_the_arrow_path_goes_tfxs_way(tmp_path, name):
     text = BEYOND_TEXT[name] if name in BEYOND_TEXT else _csv(BEYOND_CASES[name])
     data = _write(tmp_path / "data", {"b.csv": text})
-    assert not executor.Executor()._do_with_arrow(_output(tmp_path / "probe"), _properties(data))
+    assert not executor.Executor()._do_with_arrow(_output(tmp_path / "probe"), csv_properties(data))
     output = _output(tmp_path / "ours")
-    executor.Executor().Do({}, output, _properties(data))
+    executor.Executor().Do({}, output, csv_properties(data))
     assert _written(output) == _reference(tmp_path, data, True)
 
 
@@ -164,18 +150,18 @@ def test_one_file_beyond_sends_the_whole_split_tfxs_way(tmp_path):
     data = _write(tmp_path / "data", {"a.csv": _csv(_numbered(["a", "b"], [[1, 2]])),
                                       "b.csv": _csv(_numbered(["a", "b"], [["nan", 3]]))})
     output = _output(tmp_path / "ours")
-    assert not executor.Executor()._do_with_arrow(output, _properties(data))
+    assert not executor.Executor()._do_with_arrow(output, csv_properties(data))
     assert not list(Path(output[standard_component_specs.EXAMPLES_KEY][0].uri).rglob("*.gz"))  # nothing half-written
-    executor.Executor().Do({}, output, _properties(data))
+    executor.Executor().Do({}, output, csv_properties(data))
     assert _written(output) == _reference(tmp_path, data, True)
 
 
 def test_the_synthetic_dataset_as_tfx_makes_it(tmp_path):
     synthetic.generate(tmp_path / "data", 3_000, workers=1)
     output = _output(tmp_path / "arrow")
-    assert executor.Executor()._do_with_arrow(output, _properties(tmp_path / "data", (4, 1)))
+    assert executor.Executor()._do_with_arrow(output, csv_properties(tmp_path / "data", (4, 1)))
     output_reference = _output(tmp_path / "reference")
-    tfx_csv.Executor().Do({}, output_reference, _properties(tmp_path / "data", (4, 1)))
+    tfx_csv.Executor().Do({}, output_reference, csv_properties(tmp_path / "data", (4, 1)))
     assert _written(output) == _written(output_reference)
 
 
@@ -190,7 +176,7 @@ def test_beams_worker_processes_write_the_same(tmp_path):
     context = base_beam_executor.BaseBeamExecutor.Context(
         beam_pipeline_args=local.beam_pipeline_args("multi_process"), tmp_dir=str(tmp_path / "tmp"))
     output = _output(tmp_path / "arrow")
-    assert executor.Executor(context)._do_with_arrow(output, _properties(tmp_path / "data", (4, 1)))
+    assert executor.Executor(context)._do_with_arrow(output, csv_properties(tmp_path / "data", (4, 1)))
     output_reference = _output(tmp_path / "reference")
-    tfx_csv.Executor().Do({}, output_reference, _properties(tmp_path / "data", (4, 1)))
+    tfx_csv.Executor().Do({}, output_reference, csv_properties(tmp_path / "data", (4, 1)))
     assert _written(output) == _written(output_reference)

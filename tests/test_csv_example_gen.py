@@ -15,14 +15,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from tfx.components.example_gen.csv_example_gen import executor as tfx_csv
-from tfx.proto import example_gen_pb2
 from tfx.types import standard_artifacts, standard_component_specs
-from tfx.utils import proto_utils
 from tfx_bsl.coders import csv_decoder
 
 from components.csv_example_gen import dialect, executor
 from pipeline.datasets import checks
 from pipeline.errors import ConfigError
+from tests.example_gen import csv_properties
 
 # Names as people write them: a space and parentheses, a comma (so quoted even minimally).
 ID, LENGTH, ISLAND, NOTE, SPECIES = "id", "bill length (mm)", "island, region", "note", "species"
@@ -71,14 +70,7 @@ def test_a_bom_and_fully_quoted_csv_through_the_executor(tmp_path):
     assert (data / "a.csv").read_bytes().startswith(b'\xef\xbb\xbf"id","bill length (mm)","island, region"')
     examples = standard_artifacts.Examples()
     examples.uri = str(tmp_path / "examples")
-    splits = [example_gen_pb2.SplitConfig.Split(name=name, hash_buckets=1) for name in ("train", "eval")]
-    executor.Executor().Do({}, {standard_component_specs.EXAMPLES_KEY: [examples]}, {
-        standard_component_specs.INPUT_BASE_KEY: str(data),
-        standard_component_specs.INPUT_CONFIG_KEY: proto_utils.proto_to_json(example_gen_pb2.Input(
-            splits=[example_gen_pb2.Input.Split(name="single_split", pattern="*.csv")])),
-        standard_component_specs.OUTPUT_CONFIG_KEY: proto_utils.proto_to_json(example_gen_pb2.Output(
-            split_config=example_gen_pb2.SplitConfig(splits=splits))),
-    })
+    executor.Executor().Do({}, {standard_component_specs.EXAMPLES_KEY: [examples]}, csv_properties(data, (1, 1)))
     files = [str(path) for path in Path(examples.uri).glob("Split-*/*.gz")]
     written = [_features(tf.train.Example.FromString(record.numpy()))
                for record in tf.data.TFRecordDataset(files, compression_type="GZIP")]

@@ -9,12 +9,11 @@ import sys
 
 import pandas as pd
 import pytest
-from tfx.proto import example_gen_pb2
 from tfx.types import standard_artifacts, standard_component_specs
-from tfx.utils import proto_utils
 
 from components.csv_example_gen import executor
 from tests import REPO
+from tests.example_gen import csv_properties
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 import _quality_score as score  # noqa: E402
@@ -38,15 +37,7 @@ def test_the_split_reader_returns_the_rows_example_gen_wrote(tmp_path):
     (data / "t.csv").write_text(CSV)
     examples = standard_artifacts.Examples()
     examples.uri = str(tmp_path / "examples")
-    splits = [example_gen_pb2.SplitConfig.Split(name="train", hash_buckets=2),
-              example_gen_pb2.SplitConfig.Split(name="eval", hash_buckets=1)]
-    executor.Executor().Do({}, {standard_component_specs.EXAMPLES_KEY: [examples]}, {
-        standard_component_specs.INPUT_BASE_KEY: str(data),
-        standard_component_specs.INPUT_CONFIG_KEY: proto_utils.proto_to_json(example_gen_pb2.Input(
-            splits=[example_gen_pb2.Input.Split(name="single_split", pattern="*.csv")])),
-        standard_component_specs.OUTPUT_CONFIG_KEY: proto_utils.proto_to_json(example_gen_pb2.Output(
-            split_config=example_gen_pb2.SplitConfig(splits=splits))),
-    })
+    executor.Executor().Do({}, {standard_component_specs.EXAMPLES_KEY: [examples]}, csv_properties(data, (2, 1)))
     read, frames = {}, []
     for split in ("train", "eval"):
         frame, records = score.read_split(examples.uri, split)
