@@ -18,6 +18,8 @@ REPORT_FILE = "training_report.json"
 # The knob a compiled pipeline takes as a runtime parameter (a runtime parameter cannot
 # live inside the custom_config dict): the Trainer's executor writes it back under this name.
 RUNTIME_KNOB = "epochs"
+CLASS_WEIGHTS = ("none", "balanced")
+NUMERIC_ENCODINGS = ("zscore", "plr")
 
 
 def knob(default: Any, help: str, *, flag: str | None = None, choices: tuple[str, ...] = (),
@@ -36,6 +38,21 @@ class TrainingConfig:
     learning_rate: float = knob(0.01, "Adam learning rate (default: {default})", per_dataset=True)
     # A dataset file's only: no flag.
     hidden_units: tuple[int, ...] = knob((32, 16), "units of each hidden layer", per_dataset=True, has_flag=False)
+    # Model quality (chosen by benchmarks/quality_bench.py, docs/quality.md).
+    validation_share: float = knob(0.1, "share of the train split held out to stop training early and keep the "
+                                        "best epoch's weights; 0 trains every epoch (default: {default})")
+    patience: int = knob(10, "epochs without a better validation loss before training stops "
+                             "(default: {default})")
+    weight_decay: float = knob(1e-4, "decoupled weight decay of the dense layers (AdamW; default: {default})")
+    dropout: float = knob(0.0, "dropout rate after each hidden layer (default: {default})")
+    class_weight: str = knob("none", "classification: weigh each class by its inverse frequency (balanced), "
+                                     "trading accuracy for the minority classes' recall (default: {default})",
+                             choices=CLASS_WEIGHTS, per_dataset=True)
+    linear: bool = knob(False, "wide and deep: the output layer also reads the features, so the model is a "
+                               "linear one plus the hidden layers' correction")
+    numeric_encoding: str = knob("zscore", "how the model reads numbers: zscore as Transform scales them, or "
+                                           "plr, periodic embeddings learned per feature (default: {default})",
+                                 choices=NUMERIC_ENCODINGS)
     # Trainer hardware: each "auto" is resolved from the devices the Trainer sees.
     strategy: str = knob("auto", "tf.distribute strategy for the Trainer (default: {default}, from the devices)",
                          choices=hardware.STRATEGIES)
@@ -84,6 +101,11 @@ class TrainingConfig:
         _require(self.batch_size >= 1, f"batch size must be at least 1, got {self.batch_size}")
         _require(0 < self.learning_rate < 10,
                  f"learning rate must be in (0, 10), got {self.learning_rate}")
+        _require(0 <= self.validation_share < 0.5,
+                 f"validation share must be in [0, 0.5), got {self.validation_share}")
+        _require(self.patience >= 1, f"patience must be at least 1, got {self.patience}")
+        _require(0 <= self.weight_decay < 1, f"weight decay must be in [0, 1), got {self.weight_decay}")
+        _require(0 <= self.dropout < 1, f"dropout must be in [0, 1), got {self.dropout}")
         _require(len(self.hidden_units) >= 1 and all(u >= 1 for u in self.hidden_units),
                  f"hidden units must be positive integers, got {self.hidden_units}")
 

@@ -21,6 +21,33 @@ CACHE_LIMIT_BYTES = 256 * 1024 * 1024
 CACHED_BATCHES_SHUFFLE_BUFFER = 256
 # Records whose labels one parse_example reads (label_values).
 LABEL_CHUNK_RECORDS = 4096
+# The parts of a train split (the validation slice is carved from it; the eval split stays
+# whole for the Evaluator's blessing).
+WHOLE, FIT, VALIDATION = "whole", "fit", "validation"
+# A record's part is decided by a hash of its bytes into this many buckets: the same part in
+# every epoch and every run, with no index to keep.
+_PART_BUCKETS = 1000
+
+
+@dataclasses.dataclass(frozen=True)
+class Part:
+    """Which records of a split a dataset reads: all (WHOLE), or the FIT or VALIDATION side
+    of a `share`-sized validation slice."""
+
+    side: str = WHOLE
+    share: float = 0.0
+
+    def keep(self, serialized: tf.Tensor) -> tf.Tensor:
+        """A boolean mask over a batch of serialized records."""
+        in_validation = tf.strings.to_hash_bucket_fast(serialized, _PART_BUCKETS) < round(self.share * _PART_BUCKETS)
+        return in_validation if self.side == VALIDATION else tf.logical_not(in_validation)
+
+    @property
+    def everything(self) -> bool:
+        return self.side == WHOLE or (self.side == FIT and self.share == 0)
+
+
+WHOLE_SPLIT = Part()
 
 
 def input_dataset(
@@ -30,6 +57,7 @@ def input_dataset(
     batch_size: int,
     shuffle: bool,
     drop_remainder: bool = False,
+    part: Part = WHOLE_SPLIT,
 ) -> tf.data.Dataset:
     """One epoch of (transformed features, label) batches, prefetched.
 
@@ -41,12 +69,15 @@ def input_dataset(
     non-deterministic order when shuffling. Data small enough is cached after the first
     epoch; later epochs then reshuffle the cached batches (their composition stays fixed).
     drop_remainder gives every batch the same static shape, which XLA needs to compile
-    the training step once instead of once per batch shape.
+    the training step once instead of once per batch shape. part: the records read, by a
+    hash of their bytes (the validation slice and the rest of a train split).
     """
     files = matching_files(file_pattern)
     feature_spec = tf_transform_output.transformed_feature_spec()
 
     def parse(serialized: tf.Tensor) -> dict[str, tf.Tensor]:
+        if not part.everything:
+            serialized = tf.boolean_mask(serialized, part.keep(serialized))
         parsed = tf.io.parse_example(serialized, feature_spec)
         if not shuffle:
             return parsed
@@ -97,7 +128,8 @@ def compression_of(files: list[str]) -> str:
     return "GZIP" if compressed.pop() else ""
 
 
-def batches_per_epoch(dataset: tf.data.Dataset, file_pattern: list[str], batch_size: int) -> int:
+def batches_per_epoch(dataset: tf.data.Dataset, file_pattern: list[str], batch_size: int,
+                      part: Part = WHOLE_SPLIT) -> int:
     """Batches in one epoch of dataset = input_dataset(file_pattern, ..., batch_size, ...)
     (Keras needs the count to run several steps per call).
 
@@ -112,7 +144,10 @@ def batches_per_epoch(dataset: tf.data.Dataset, file_pattern: list[str], batch_s
     chunks = tf.data.TFRecordDataset(
         files, compression_type=compression_of(files), num_parallel_reads=min(len(files), READ_PARALLELISM)
     ).batch(CHUNK_BATCHES * batch_size)
-    records = int(chunks.reduce(tf.constant(0, tf.int64), lambda count, chunk: count + tf.size(chunk, tf.int64)))
+    def kept(chunk: tf.Tensor) -> tf.Tensor:
+        return tf.size(chunk, tf.int64) if part.everything else tf.reduce_sum(tf.cast(part.keep(chunk), tf.int64))
+
+    records = int(chunks.reduce(tf.constant(0, tf.int64), lambda count, chunk: count + kept(chunk)))
     # A static batch dimension: input_dataset dropped the last, partial batch.
     drops_remainder = dataset.element_spec[1].shape[0] is not None
     return records // batch_size if drops_remainder else -(-records // batch_size)
@@ -124,16 +159,17 @@ def files_size(files: list[str]) -> int:
 
 @dataclasses.dataclass(frozen=True)
 class EpochSteps:
-    """Batches per epoch of each split; None where Keras reads until the data ends."""
+    """Batches per epoch of each dataset; None where Keras reads until the data ends."""
 
     train: int | None = None
     eval: int | None = None
+    validation: int | None = None
 
 
 def epoch_steps(train_ds: tf.data.Dataset, train_files: list[str], eval_ds: tf.data.Dataset,
-                eval_files: list[str], global_batch_size: int) -> EpochSteps:
+                eval_files: list[str], global_batch_size: int, train_part: Part = WHOLE_SPLIT) -> EpochSteps:
     return EpochSteps(
-        train=batches_per_epoch(train_ds, train_files, global_batch_size),
+        train=batches_per_epoch(train_ds, train_files, global_batch_size, train_part),
         eval=batches_per_epoch(eval_ds, eval_files, global_batch_size),
     )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Mapping, Sequence
 
 import tf_keras as keras
@@ -9,6 +10,19 @@ import tf_keras as keras
 from trainer_module import features, optimizers
 from trainer_module.accumulation import AccumulatingModel
 from trainer_module.features import FeatureSpec
+from trainer_module.periodic import PeriodicEmbedding
+
+
+@dataclasses.dataclass(frozen=True)
+class Shape:
+    """What the model is beyond its widths: the same for training and the serving copy."""
+
+    dropout: float = 0.0
+    numeric_encoding: str = "zscore"  # config.NUMERIC_ENCODINGS
+    linear: bool = False  # the output layer reads the features beside the last hidden layer
+
+
+PLAIN = Shape()
 
 
 def build_model(
@@ -17,6 +31,8 @@ def build_model(
     num_classes: int,
     hidden_units: Sequence[int] = (32, 16),
     learning_rate: float = 0.01,
+    shape: Shape = PLAIN,
+    weight_decay: float = 0.0,
     jit_compile: bool = False,
     steps_per_execution: int = 1,
     accumulation_steps: int = 1,
@@ -40,21 +56,18 @@ def build_model(
     optimizer is a resolved name from optimizer_choice.OPTIMIZERS (not auto).
     blessing_metric (the dataset file's: accuracy, auc, rmse or mae) is compiled beside the
     task's training_metric, so fit() and evaluate() report the number the Evaluator blesses on.
+    weight_decay is decoupled (AdamW) and spares biases and embedding tables (decaying every
+    row of a table on every step would undo the sparse optimizers' savings).
     """
-    inputs = {}
-    columns = []
-    for key in spec.numeric_keys:
-        name = features.transformed_name(key)
-        inputs[name] = keras.Input(shape=(), name=name, dtype="float32")
-        columns.append(keras.layers.Reshape((1,), name=f"{name}_column")(inputs[name]))
-    for categorical in spec.categoricals:
-        name = features.transformed_name(categorical.key)
-        inputs[name] = keras.Input(shape=(), name=name, dtype="int64")
-        num_ids = vocab_sizes[categorical.key] + spec.num_oov_buckets
-        columns.append(_encode_categorical(inputs[name], name, num_ids, categorical.embedding_dim))
-    x = keras.layers.Concatenate(name="features")(columns)
+    inputs, deep, linear = _columns(spec, vocab_sizes, shape)
+    x = keras.layers.Concatenate(name="features")(deep)
     for i, units in enumerate(hidden_units):
         x = keras.layers.Dense(units, activation="relu", name=f"hidden_{i}")(x)
+        if shape.dropout > 0:
+            x = keras.layers.Dropout(shape.dropout, name=f"dropout_{i}")(x)
+    if shape.linear:
+        # The output layer sees the features too: a linear model plus the MLP's correction.
+        x = keras.layers.Concatenate(name="hidden_and_features")([x, *linear])
     # float32 outputs whatever the training precision policy.
     if spec.task == features.MULTICLASS:
         outputs = keras.layers.Dense(num_classes, activation="softmax", dtype="float32", name="probabilities")(x)
@@ -71,13 +84,34 @@ def build_model(
     else:
         model = keras.Model(inputs=inputs, outputs=outputs)
     model.compile(
-        optimizer=optimizers.build(optimizer, learning_rate),
+        optimizer=optimizers.build(optimizer, learning_rate, weight_decay),
         loss=loss,
         metrics=compiled_metrics(spec.task, metric, blessing_metric),
         jit_compile=jit_compile,
         steps_per_execution=steps_per_execution,
     )
     return model
+
+
+def _columns(spec: FeatureSpec, vocab_sizes: Mapping[str, int], shape: Shape) -> tuple[dict, list, list]:
+    """The model's inputs, the columns the hidden layers read and the plain columns
+    (z-scored numbers, encoded categoricals) a linear term reads."""
+    inputs: dict = {}
+    numbers, categoricals = [], []
+    for key in spec.numeric_keys:
+        name = features.transformed_name(key)
+        inputs[name] = keras.Input(shape=(), name=name, dtype="float32")
+        numbers.append(keras.layers.Reshape((1,), name=f"{name}_column")(inputs[name]))
+    for categorical in spec.categoricals:
+        name = features.transformed_name(categorical.key)
+        inputs[name] = keras.Input(shape=(), name=name, dtype="int64")
+        num_ids = vocab_sizes[categorical.key] + spec.num_oov_buckets
+        categoricals.append(_encode_categorical(inputs[name], name, num_ids, categorical.embedding_dim))
+    deep_numbers = numbers
+    if numbers and shape.numeric_encoding == "plr":
+        stacked = numbers[0] if len(numbers) == 1 else keras.layers.Concatenate(name="numbers")(numbers)
+        deep_numbers = [PeriodicEmbedding(name="periodic_numbers")(stacked)]
+    return inputs, [*deep_numbers, *categoricals], [*numbers, *categoricals]
 
 
 def compiled_metrics(task: str, task_metric: type, blessing_metric: str | None) -> list[keras.metrics.Metric]:

@@ -25,15 +25,26 @@ from trainer_module.optimizer_choice import OPTIMIZERS
 ADAGRAD_INITIAL_ACCUMULATOR = 0.0
 
 
-def build(name: str, learning_rate: float) -> keras.optimizers.Optimizer:
-    """The optimizer for a resolved (non-auto) name."""
+def build(name: str, learning_rate: float, weight_decay: float = 0.0) -> keras.optimizers.Optimizer:
+    """The optimizer for a resolved (non-auto) name; weight_decay > 0 decays the dense
+    layers' kernels (decoupled, as AdamW), never biases or embedding tables."""
+    decay = {"weight_decay": weight_decay} if weight_decay > 0 else {}
     if name == "adam":
-        return keras.optimizers.Adam(learning_rate=learning_rate)
-    if name == "lazy_adam":
-        return LazyAdam(learning_rate=learning_rate)
-    if name == "adagrad_adam":
-        return AdagradAdam(learning_rate=learning_rate)
-    raise ValueError(f"unknown optimizer {name!r}; choose one of: {', '.join(OPTIMIZERS[1:])}")
+        optimizer = keras.optimizers.Adam(learning_rate=learning_rate, **decay)
+    elif name == "lazy_adam":
+        optimizer = LazyAdam(learning_rate=learning_rate, **decay)
+    elif name == "adagrad_adam":
+        optimizer = AdagradAdam(learning_rate=learning_rate, **decay)
+    else:
+        raise ValueError(f"unknown optimizer {name!r}; choose one of: {', '.join(OPTIMIZERS[1:])}")
+    if weight_decay > 0:
+        optimizer.exclude_from_weight_decay(var_names=list(WEIGHT_DECAY_SPARED))
+    return optimizer
+
+
+# Variable-name parts weight decay skips: biases (decaying them only shifts outputs) and
+# embedding tables (a dense decay of every row each step; sparse rows get no gradient).
+WEIGHT_DECAY_SPARED = ("bias", "embeddings")
 
 
 class LazyAdam(keras.optimizers.Adam):

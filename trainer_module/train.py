@@ -4,14 +4,16 @@ the knobs: config.py)."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
 import statistics
 import tempfile
 import time
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
+import numpy as np
 import tensorflow as tf
 import tensorflow_transform as tft
 import tf_keras as keras
@@ -65,18 +67,25 @@ def run_fn(fn_args: FnArgs) -> None:
     label_key = spec.transformed_label_key
     # Equal batches: XLA compiles one shape; accumulation splits a batch into equal parts.
     equal_batches = choice.xla or training.accumulation_steps > 1
+    # Early stopping watches a slice of the train split; the eval split stays for blessing.
+    fit_part = input.Part(input.FIT, training.validation_share)
     train_ds = input.input_dataset(
         fn_args.train_files, tf_transform_output, label_key,
-        global_batch_size, shuffle=True, drop_remainder=equal_batches,
+        global_batch_size, shuffle=True, drop_remainder=equal_batches, part=fit_part,
     )
     eval_ds = input.input_dataset(fn_args.eval_files, tf_transform_output, label_key, global_batch_size, shuffle=False)
     learning_rate = effective_learning_rate(training, replicas)
     model_args = (spec, vocab_sizes, num_classes, training.hidden_units, learning_rate)
+    shape = model.Shape(dropout=training.dropout, numeric_encoding=training.numeric_encoding, linear=training.linear)
     # Reading before fit: for data the pipeline caches, this is its one read of the files.
     started = time.perf_counter()
     label_scale: dict[str, Any] = input.label_statistics(train_ds) if spec.task == features.REGRESSION else {}
-    steps = input.epoch_steps(train_ds, fn_args.train_files, eval_ds, fn_args.eval_files, global_batch_size) if (
-        training.steps_per_execution > 1) else EpochSteps()
+    steps = input.epoch_steps(train_ds, fn_args.train_files, eval_ds, fn_args.eval_files, global_batch_size,
+                              fit_part) if training.steps_per_execution > 1 else EpochSteps()
+    validation_ds, steps = validation_slice(fn_args.train_files, tf_transform_output, label_key,
+                                            global_batch_size, training.validation_share, steps)
+    weights = class_weights(training.class_weight, spec, lambda: input.label_values(
+        fn_args.train_files, tf_transform_output, label_key))
     read_s = time.perf_counter() - started
     if steps.train == 0 and equal_batches:
         raise ValueError(f"the training split has fewer rows than one global batch ({global_batch_size}), "
@@ -93,6 +102,8 @@ def run_fn(fn_args: FnArgs) -> None:
             with strategy.scope():
                 classifier = model.build_model(
                     *model_args,
+                    shape=shape,
+                    weight_decay=training.weight_decay,
                     jit_compile=choice.xla,
                     steps_per_execution=training.steps_per_execution,
                     accumulation_steps=training.accumulation_steps,
@@ -102,14 +113,16 @@ def run_fn(fn_args: FnArgs) -> None:
                 )
             results: dict[str, Any] = fit_and_evaluate(
                 classifier, train_ds, eval_ds, training, run_dir, global_batch_size, steps,
-                task=spec.task, blessing_metric=blessing_metric)
+                task=spec.task, blessing_metric=blessing_metric, validation_ds=validation_ds,
+                class_weight=weights)
             results |= blessing_yardsticks(classifier, fn_args, tf_transform_output, spec,
                                            blessing_metric, global_batch_size)
         finally:
             keras.mixed_precision.set_global_policy("float32")
 
         started = time.perf_counter()
-        signatures.export(serving_copy(classifier, model_args, label_scale), tf_transform_output, spec, export_dir)
+        signatures.export(serving_copy(classifier, model_args, label_scale, shape), tf_transform_output, spec,
+                          export_dir)
         results["export_wall_s"] = round(time.perf_counter() - started, 3)
         results["read_before_fit_wall_s"] = round(read_s, 3)
         if chief:
@@ -158,6 +171,38 @@ def class_names(tf_transform_output: tft.TFTransformOutput, spec: FeatureSpec) -
     return [name.decode("utf-8", errors="replace") for name in signatures.label_names(tf_transform_output, spec)]
 
 
+def validation_slice(
+    train_files: list[str], tf_transform_output: tft.TFTransformOutput, label_key: str,
+    global_batch_size: int, share: float, steps: EpochSteps,
+) -> tuple[tf.data.Dataset | None, EpochSteps]:
+    """The train split's validation slice and its batch count; None when the share is 0 or
+    the slice holds no row (a tiny table): then training runs every epoch."""
+    if share == 0:
+        return None, steps
+    part = input.Part(input.VALIDATION, share)
+    validation_ds = input.input_dataset(train_files, tf_transform_output, label_key, global_batch_size,
+                                        shuffle=False, part=part)
+    batches = input.batches_per_epoch(validation_ds, train_files, global_batch_size, part)
+    if batches == 0:
+        return None, steps
+    return validation_ds, dataclasses.replace(steps, validation=batches)
+
+
+def class_weights(choice: str, spec: FeatureSpec, train_labels: Callable[[], np.ndarray]) -> dict[int, float] | None:
+    """balanced: each class weighs total / (classes x its count), so every class carries the
+    same total weight in the loss (scikit-learn's class_weight="balanced"); None for none.
+    train_labels reads the train split's class ids (only when weights are asked for)."""
+    if choice == "none":
+        return None
+    if not spec.is_classification:
+        raise ValueError(f"class weights ({choice}) apply to classification; this dataset's task is "
+                         f"{spec.task}: set class_weight = \"none\"")
+    labels = train_labels().astype(np.int64)
+    counts = np.bincount(labels)
+    present = np.flatnonzero(counts)
+    return {int(c): float(labels.size / (present.size * counts[c])) for c in present}
+
+
 def effective_learning_rate(training: TrainingConfig, replicas: int) -> float:
     """With linear scaling, the rate grows with the global batch (Goyal et al., 2017)."""
     if training.scale_learning_rate:
@@ -176,20 +221,29 @@ def fit_and_evaluate(
     *,
     task: str,
     blessing_metric: str | None = None,
-) -> dict[str, float]:
-    """Trains, then evaluates once (per-epoch validation on small data costs more than
-    the training steps); returns the measured figures for the training report.
+    validation_ds: tf.data.Dataset | None = None,
+    class_weight: dict[int, float] | None = None,
+) -> dict[str, Any]:
+    """Trains, then evaluates once on the eval split; returns the measured figures for the
+    training report. With validation_ds (a slice of the train split), training stops once
+    its loss has not improved for `patience` epochs and keeps the best epoch's weights.
     steps None: Keras reads each epoch until the data ends; blessing_metric None: the
     task's training metric."""
     steps = steps or EpochSteps()
     counter = StepCounter(global_batch_size)
     started = time.perf_counter()
     blessing = blessing_metric or model.training_metric(task)
+    callbacks: list[keras.callbacks.Callback] = [tensorboard(run_dir, training), counter,
+                                                 EpochLog(training.epochs, blessing)]
+    best = BestEpoch(training.patience) if validation_ds is not None else None
     history = classifier.fit(
         train_ds.repeat() if steps.train else train_ds,
         epochs=training.epochs,
         steps_per_epoch=steps.train,
-        callbacks=[tensorboard(run_dir, training), counter, EpochLog(training.epochs, blessing)],
+        validation_data=validation_ds,
+        validation_steps=steps.validation,
+        class_weight=class_weight,
+        callbacks=[*callbacks, best] if best else callbacks,
         verbose=0,
     )
     fit_s = time.perf_counter() - started
@@ -211,6 +265,9 @@ def fit_and_evaluate(
         f"final_train_{metric}": float(history.history[metric][-1]),
         f"final_eval_{metric}": float(eval_metrics[metric]),
         **({EVAL_METRIC: float(eval_metrics[blessing])} if blessing in eval_metrics else {}),
+        "epochs_run": len(counter.epoch_rates),
+        **(best.report() if best else {}),
+        **({"class_weights": {str(c): round(w, 4) for c, w in class_weight.items()}} if class_weight else {}),
     }
 
 
@@ -260,6 +317,18 @@ class EpochLog(keras.callbacks.Callback):
             return
         logging.info(progress.epoch_message(epoch + 1, self.epochs, float(logs["loss"]), metric,
                                             float(logs[metric]), time.perf_counter() - self._epoch_started))
+
+
+class BestEpoch(keras.callbacks.EarlyStopping):
+    """Early stopping on the validation loss; training ends on the best epoch's weights
+    (tf_keras restores them at the end whether or not it stopped early)."""
+
+    def __init__(self, patience: int) -> None:
+        super().__init__(monitor="val_loss", patience=patience, restore_best_weights=True)
+
+    def report(self) -> dict[str, Any]:
+        return {"best_epoch": self.best_epoch + 1, "stopped_early": self.stopped_epoch > 0,
+                "best_validation_loss": float(self.best)}
 
 
 class StepCounter(keras.callbacks.Callback):
@@ -317,7 +386,8 @@ def tensorboard(model_run_dir: str, training: TrainingConfig) -> keras.callbacks
     )
 
 
-def serving_copy(trained: keras.Model, model_args: tuple, label_scale: dict[str, Any] | None = None) -> keras.Model:
+def serving_copy(trained: keras.Model, model_args: tuple, label_scale: dict[str, Any] | None = None,
+                 shape: model.Shape = model.PLAIN) -> keras.Model:
     """The trained weights in a plain float32 model, whatever training used.
 
     Always a fresh model: mixed-precision layers compute in a dtype that serves slowly on
@@ -326,7 +396,7 @@ def serving_copy(trained: keras.Model, model_args: tuple, label_scale: dict[str,
     with the model that tracks it. Built outside any strategy, so export sees plain
     variables.
     """
-    serving_model = model.build_model(*model_args, **(label_scale or {}))
+    serving_model = model.build_model(*model_args, shape=shape, **(label_scale or {}))
     serving_model.set_weights(trained.get_weights())
     return serving_model
 

@@ -106,3 +106,28 @@ def test_shards_mixing_compressions_are_one_clear_error(tmp_path, first_run):
             writer.write(record.numpy())
     with pytest.raises(ValueError, match="mix gzip"):
         input.input_dataset([str(tmp_path / "*")], tf_transform_output, LABEL, batch_size=32, shuffle=False)
+
+
+@pytest.mark.parametrize("cached", [True, False])
+def test_the_validation_slice_and_the_rest_split_the_train_rows_the_same_way_every_epoch(
+        first_run, monkeypatch, cached):
+    examples, tf_transform_output = _transform_outputs(first_run)
+    split_dir = examples / "Split-train"
+    everything = _tfxio_rows(split_dir, tf_transform_output)
+    if not cached:
+        monkeypatch.setattr(input, "CACHE_LIMIT_BYTES", 0)
+    pattern = [str(split_dir / "*")]
+    fit_part, validation_part = input.Part(input.FIT, 0.2), input.Part(input.VALIDATION, 0.2)
+    fit = input.input_dataset(pattern, tf_transform_output, LABEL, batch_size=16, shuffle=True, part=fit_part)
+    validation = input.input_dataset(pattern, tf_transform_output, LABEL, batch_size=16, shuffle=False,
+                                     part=validation_part)
+    fit_rows, validation_rows = _rows(fit), _rows(validation)
+    # Together the train split, each row on one side; about the share asked for.
+    together = np.concatenate([fit_rows, validation_rows])
+    np.testing.assert_array_equal(together[np.lexsort(together.T[::-1])], everything)
+    assert 0.1 * len(everything) < len(validation_rows) < 0.3 * len(everything)
+    # A later epoch (shuffled, from the cache or the files) puts every row on the same side.
+    np.testing.assert_array_equal(_rows(fit), fit_rows)
+    np.testing.assert_array_equal(_rows(validation), validation_rows)
+    assert input.batches_per_epoch(fit, pattern, 16, fit_part) == math.ceil(len(fit_rows) / 16)
+    assert input.batches_per_epoch(validation, pattern, 16, validation_part) == math.ceil(len(validation_rows) / 16)
