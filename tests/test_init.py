@@ -393,3 +393,21 @@ def test_the_positive_class_by_convention(tmp_path, values, positive):
     assert draft.task == "binary" and infer.positive_class(draft) == positive
     written = draft_file.dataset_toml(draft)
     assert (f'positive = "{positive}"' in written) if positive else ("positive" not in written)
+
+
+@pytest.mark.parametrize("rare, proposed", [(6, True), (20, False)])
+def test_a_rare_class_gets_the_class_weight_proposal(tmp_path, rare, proposed):
+    """6 of 100 rows 'yes': under 15 %, so the dataset file and init's report propose
+    balanced class weights (left off: they cost accuracy); 20 of 100: nothing proposed."""
+    labels = ["yes"] * rare + ["no"] * (100 - rare)
+    frame = pd.DataFrame({"x": np.arange(100) % 7 + 0.5, "churn": labels})
+    write(frame, tmp_path / "data", "csv")
+    draft = infer.draft(tmp_path / "data", "churn", tmp_path / "out.toml")
+    assert draft.rarest_class == ("yes", pytest.approx(rare / 100))
+    written = draft_file.dataset_toml(draft)
+    advice = f"class 'yes' is {rare:.1f}% of the rows: class_weight = \"balanced\""
+    assert (advice in written) is proposed
+    assert 'class_weight = "none"' in written
+    from pipeline.cli.init import report
+
+    assert any(advice in line for line in report(draft)) is proposed

@@ -54,6 +54,8 @@ def handle(args: argparse.Namespace) -> int:
 
 def report(draft: Draft) -> list[str]:
     """What init decided and why, the files written, and the next command."""
+    from pipeline.datasets import draft as draft_file
+
     files = f"{draft.files} {draft.format.upper()} file{'s' if draft.files != 1 else ''}"
     lines = [f"turbotfx init: {draft.rows} rows in {files} under {draft.data_root}",
              f"  label {_name(draft.label.name)}: {draft.task}, from {draft.task_reason}", "  columns:"]
@@ -65,6 +67,8 @@ def report(draft: Draft) -> list[str]:
     bound = "at least" if HIGHER_IS_BETTER[blessing["metric"]] else "at most"
     lines.append(f"  blessing: {blessing['metric']} {bound} {blessing['threshold']}, and at most "
                  f"{blessing['max_drop']} worse than the last blessed model")
+    if draft.imbalanced:
+        lines.append(f"  imbalance: {draft_file.class_weight_advice(draft)} (in [training])")
     lines.append(f"wrote {draft.output} and {draft.schema_path}: check the roles, then curate the schema")
     lines.append(f"next: turbotfx run --dataset {_dataset_arg(draft.output)}")
     return lines

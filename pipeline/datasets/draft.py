@@ -90,8 +90,19 @@ def dataset_toml(draft: Draft) -> str:
     lines.append("[blessing]")
     lines += [f"{key} = {_value(blessing[key])}" for key in ("metric", "threshold", "max_drop")
               if blessing[key] is not None]
-    lines += ["", "[training]"] + [f"{key} = {_value(value)}" for key, value in draft.training.items()]
+    lines += ["", "[training]"]
+    for key, value in draft.training.items():
+        if key == "class_weight" and draft.imbalanced:
+            lines.append(f"# {class_weight_advice(draft)}")
+        lines.append(f"{key} = {_value(value)}")
     return "\n".join(lines) + "\n"
+
+
+def class_weight_advice(draft: Draft) -> str:
+    """The proposal for a table with a rare class (init prints it too)."""
+    name, share = draft.rarest_class or ("", 0.0)
+    return (f"class {_comment(name)!r} is {share:.1%} of the rows: class_weight = \"balanced\" raises its recall, "
+            "at some cost in accuracy")
 
 
 def schema_text(draft: Draft) -> str:

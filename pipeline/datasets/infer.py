@@ -218,6 +218,28 @@ class Draft:
     slice_reason: str
     blessing: dict[str, Any]
     training: dict[str, Any]
+    # Classification: the rarest class and its share of the labelled rows.
+    rarest_class: tuple[str, float] | None = None
+
+    @property
+    def imbalanced(self) -> bool:
+        """Rare enough a class that init proposes class weights."""
+        return self.rarest_class is not None and self.rarest_class[1] < CLASS_WEIGHT_PROPOSAL_SHARE
+
+
+# Below this share of the rows, init proposes class_weight = "balanced" (issue 26's rule of thumb).
+CLASS_WEIGHT_PROPOSAL_SHARE = 0.15
+
+
+def rarest_class(label: pa.ChunkedArray) -> tuple[str, float] | None:
+    """The least frequent label value and its share of the labelled rows."""
+    import pyarrow.compute as pc
+
+    counts = pc.value_counts(label.drop_null()).to_pylist()
+    if not counts:
+        return None
+    rarest = min(counts, key=lambda entry: (entry["counts"], str(entry["values"])))
+    return str(rarest["values"]), rarest["counts"] / sum(entry["counts"] for entry in counts)
 
 
 def schema_path_for(output: Path) -> Path:
@@ -281,6 +303,7 @@ def draft(data_root: Path, label: str, output: Path, fmt: str | None = None, tas
         files=len(table.data_files(root, fmt)), rows=rows.num_rows, label=label_column, task=task,
         classes=classes, task_reason=task_reason, decisions=decisions, slices=slices,
         slice_reason=slice_reason, blessing=blessing_for(task, label_column), training=training_config.dataset_defaults(),
+        rarest_class=rarest_class(rows.column(label)) if task != REGRESSION else None,
     )
 
 
