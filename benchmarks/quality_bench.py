@@ -89,6 +89,7 @@ def our_predictions(model_dir: Path, records: list[bytes], task: str,
     import numpy as np
     import tensorflow as tf
 
+    from serving import forest_ops
     from serving.contract import (
         EXAMPLES_INPUT,
         OUTPUT_CLASSES,
@@ -98,7 +99,7 @@ def our_predictions(model_dir: Path, records: list[bytes], task: str,
     )
 
     logging.getLogger("absl").setLevel(logging.ERROR)  # a line per sanitized column name on load
-    signature = tf.saved_model.load(str(model_dir)).signatures[SERVING_DEFAULT]
+    signature = forest_ops.load(str(model_dir)).signatures[SERVING_DEFAULT]
     predicted: list[Any] = []
     positive_score: list[float] = []
     for start in range(0, len(records), PREDICT_BATCH):
