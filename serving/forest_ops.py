@@ -3,7 +3,10 @@
 A gbt model (trainer_module/gbt.py) runs its trees in TF-DF's own ops ("SimpleML..."),
 which TensorFlow only knows once tensorflow_decision_forests is imported: without it, any
 in-process load (tf.saved_model.load, the session loader, TFMA) fails with "Op type not
-registered". TF Serving (2.11 and later) has them built in. No TensorFlow import here.
+registered". TF Serving (2.11 and later) has them built in, and TFMA (so the Evaluator, in
+its Beam worker processes too) imports TF-DF itself when it is installed
+(tensorflow_model_analysis/utils/model_util.py; tests/test_gbt_family.py checks it). No
+TensorFlow import here.
 """
 
 from __future__ import annotations

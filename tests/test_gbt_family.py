@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import csv
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +24,7 @@ from pipeline.cli.serve import row_schema
 from pipeline.errors import ConfigError
 from serving import forest_ops
 from serving.client import ServingClient
+from tests import REPO
 from tests.conftest import turbotfx
 from tests.doubles.tf_serving import FakeTfServing
 from tests.test_training_config import penguins_with_training
@@ -208,6 +211,39 @@ def test_gbt_serves_through_both_signatures_as_the_forest_answers(penguins_gbt):
             response = prediction_service_pb2_grpc.PredictionServiceStub(channel).Predict(request, timeout=30)
         raw = tf.make_ndarray(response.outputs[signatures.OUTPUT_PROBABILITIES])
         np.testing.assert_allclose(raw, expected, atol=1e-6)
+
+
+LOAD_IN_A_FRESH_PROCESS = """
+import sys
+loader, model_dir = sys.argv[1:]
+if loader == "tfma":
+    import tensorflow_model_analysis as tfma
+    eval_config = tfma.EvalConfig(model_specs=[tfma.ModelSpec(name="candidate", label_key="species")])
+    model = tfma.default_eval_shared_model(eval_saved_model_path=model_dir, model_name="candidate",
+                                           eval_config=eval_config).model_loader.construct_fn()
+elif loader == "forest_ops":
+    from serving import forest_ops
+    model = forest_ops.load(model_dir)
+else:
+    import tensorflow as tf
+    model = tf.saved_model.load(model_dir)
+print(sorted(model.signatures))
+"""
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("loader, loads", [("forest_ops", True), ("tfma", True), ("tensorflow", False)])
+def test_a_fresh_process_loads_a_gbt_model_only_with_the_forest_ops(penguins_gbt, loader, loads):
+    # A fresh process, as the serving check's loader or a Beam worker of the Evaluator
+    # (multi_process) is: TF-DF not imported before. TFMA imports it itself.
+    _, model_dir, _ = penguins_gbt
+    done = subprocess.run([sys.executable, "-c", LOAD_IN_A_FRESH_PROCESS, loader, str(model_dir)],
+                          capture_output=True, text=True, timeout=300, cwd=REPO)
+    if loads:
+        assert done.returncode == 0, done.stderr
+        assert "'serving_default'" in done.stdout.splitlines()[-1]
+    else:
+        assert done.returncode != 0 and "Op type not registered 'SimpleML" in done.stderr
 
 
 def houses(rows: int, seed: int = 0) -> pd.DataFrame:

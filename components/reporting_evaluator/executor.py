@@ -15,9 +15,8 @@ import tensorflow_model_analysis as tfma
 from google.protobuf import json_format
 from tfx import types
 from tfx.components.evaluator import executor as evaluator_executor
-from tfx.types import artifact_utils, standard_component_specs
+from tfx.types import artifact_utils
 
-from components.reporting_evaluator import model_loader
 from components.reporting_evaluator.keys import (
     BLESSING_METRIC,
     BOUND_FROM_THRESHOLD,
@@ -65,8 +64,6 @@ class Executor(evaluator_executor.Executor):
         exec_properties: dict[str, Any],
     ) -> None:
         exec_properties = with_runtime_threshold(exec_properties)
-        # A gbt model's TF-DF ops must be registered wherever TFMA loads it.
-        exec_properties = {**exec_properties, standard_component_specs.MODULE_PATH_KEY: model_loader.MODULE_PATH}
         trivial = trivial_baseline(input_dict["model"][0])
         exec_properties, bound = with_trivial_floor(exec_properties, trivial)
         super().Do(input_dict, output_dict, exec_properties)
