@@ -17,6 +17,7 @@ import grpc
 import tensorflow as tf
 from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
+from serving import forest_ops
 from serving.contract import EXAMPLES_INPUT, SERVING_DEFAULT
 
 # The TensorProto field TF Serving fills for each dtype the signature returns.
@@ -28,7 +29,7 @@ class LoopbackServing:
 
     def __init__(self, model_name: str, version: int, model_dir: Path) -> None:
         self.model_name, self.version = model_name, version
-        self.signature = tf.saved_model.load(str(model_dir)).signatures[SERVING_DEFAULT]
+        self.signature = forest_ops.load(str(model_dir)).signatures[SERVING_DEFAULT]
         # The benchmark sends one request at a time: a few threads are plenty.
         self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
         prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(_Predictor(self), self._server)

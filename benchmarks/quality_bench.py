@@ -12,7 +12,7 @@ Metrics: binary AUC (and accuracy), multiclass accuracy, regression RMSE. The la
 one JSON object: per table the ratio to the best baseline, tables_within (AUC/accuracy >=
 best - 0.01, RMSE <= 1.05 x best), worst_gap and the wall seconds.
 
-    .venv/bin/python benchmarks/quality_bench.py [--tables caravan,oj] [--workdir DIR]
+    .venv/bin/python benchmarks/quality_bench.py [--tables caravan,oj] [--workdir DIR] [--model gbt]
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ from typing import Any
 import _harness as harness
 import _quality_score as score
 from _quality_tables import TABLES, Table
+
+from trainer_module.config import MODEL_FAMILIES
 
 PREDICT_BATCH = 1024
 
@@ -55,8 +57,9 @@ def only(paths: list[Path], what: str) -> Path:
     return paths[0]
 
 
-def run_table(table: Table, root: Path) -> dict[str, Any]:
-    """init + run in a fresh workspace under root; what the scoring needs from it."""
+def run_table(table: Table, root: Path, family: str | None = None) -> dict[str, Any]:
+    """init + run in a fresh workspace under root (family: `run --model`; None: the run's
+    default); what the scoring needs from it."""
     data, home, log = root / "data", root / "home", root / "turbotfx.log"
     data.mkdir(parents=True)
     frame = table.frame()
@@ -66,7 +69,7 @@ def run_table(table: Table, root: Path) -> dict[str, Any]:
          "--home", str(home)], log)
     # --json: the summary to read back; --allow-unblessed: exit 0 for an unblessed model too.
     seconds, out = cli(["run", "--dataset", str(dataset_file), "--home", str(home), "--json",
-                        "--allow-unblessed"], log)
+                        "--allow-unblessed", *(["--model", family] if family else [])], log)
     (root / "run.json").write_text(out)
     summary = json.loads(out)
     pipeline_root = only(sorted((home / "pipelines").iterdir()), "pipeline root")
@@ -89,6 +92,7 @@ def our_predictions(model_dir: Path, records: list[bytes], task: str,
     import numpy as np
     import tensorflow as tf
 
+    from serving import forest_ops
     from serving.contract import (
         EXAMPLES_INPUT,
         OUTPUT_CLASSES,
@@ -98,7 +102,7 @@ def our_predictions(model_dir: Path, records: list[bytes], task: str,
     )
 
     logging.getLogger("absl").setLevel(logging.ERROR)  # a line per sanitized column name on load
-    signature = tf.saved_model.load(str(model_dir)).signatures[SERVING_DEFAULT]
+    signature = forest_ops.load(str(model_dir)).signatures[SERVING_DEFAULT]
     predicted: list[Any] = []
     positive_score: list[float] = []
     for start in range(0, len(records), PREDICT_BATCH):
@@ -177,6 +181,8 @@ def main() -> None:
     parser.add_argument("--tables", default=default,
                         help=f"comma-separated, of {','.join(TABLES)} (default: {default})")
     parser.add_argument("--workdir", help="keep each table's CSV, dataset file and workspace here")
+    parser.add_argument("--model", choices=MODEL_FAMILIES,
+                        help="the model family every run trains (`turbotfx run --model`; default: the run's)")
     args = parser.parse_args()
     names = [n.strip() for n in args.tables.split(",") if n.strip()]
     unknown = [n for n in names if n not in TABLES]
@@ -192,7 +198,7 @@ def main() -> None:
         if root.exists():
             sys.exit(f"{root} exists: each table runs in a fresh workspace; choose an empty --workdir")
         try:
-            results[name] = score_table(TABLES[name], run_table(TABLES[name], root))
+            results[name] = score_table(TABLES[name], run_table(TABLES[name], root, args.model))
         except RuntimeError as err:  # a failed run is a result too; the other tables go on
             results[name] = {"error": str(err)}
         r = results[name]
@@ -211,7 +217,8 @@ def main() -> None:
             "ratio": round(r["ratio"], 4), "gap": round(r["gap"], 4), "within": r["within"],
             "below_trivial": r["below_trivial"], "model": r["model"], "run_s": round(r["run_s"], 1)})
             for n, r in results.items()},
-        **score.summarize(scored), "failed": len(results) - len(scored), "wall_s": round(wall, 1)})
+        **score.summarize(scored), "failed": len(results) - len(scored), "wall_s": round(wall, 1),
+        "model_family": args.model or "default"})
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ from _loopback_server import LoopbackServing
 from pipeline import workspace
 from pipeline.cli.serve import row_schema
 from pipeline.config import PipelineConfig
-from serving import push
+from serving import forest_ops, push
 from serving.client import ServingClient
 from serving.contract import EXAMPLES_INPUT, LATENCY_BATCH_SIZES, SERVING_DEFAULT, latency_key
 
@@ -44,7 +44,7 @@ def main() -> int:
     rows = penguin_rows(config)
     schema = row_schema(config.spec)
     serialized = [schema.to_example(row) for row in rows]
-    signature = tf.saved_model.load(str(model_dir)).signatures[SERVING_DEFAULT]
+    signature = forest_ops.load(str(model_dir)).signatures[SERVING_DEFAULT]
     print(f"model {model_dir}; {len(rows)} eval rows")
 
     results = {}

@@ -49,7 +49,7 @@ from serving import contract
 from trainer_module import features
 
 PREPROCESSING_FN = "trainer_module.preprocessing.preprocessing_fn"
-RUN_FN = "trainer_module.train.run_fn"
+RUN_FN = "trainer_module.families.run_fn"
 # The node id kept from TFX's examples: runs, caches and compiled task names refer to it.
 BASELINE_RESOLVER_ID = "latest_blessed_model_resolver"
 # What preprocessing_fn runs: an edit elsewhere (the model, run_fn) keeps Transform cached.

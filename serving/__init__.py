@@ -6,6 +6,7 @@
   reconcile      the serving directory and models.config brought back to the push records
   warmup         TF Serving warmup requests from real eval examples
   session_check  a SavedModel loaded as TF Serving loads it (run in its own process)
+  forest_ops     TF-DF's ops registered before an in-process load of a gbt model
   contract       signature, input and output names (pure Python)
   rows           rows checked against the curated schema, and encoded
   client         ServingClient: TF Serving over gRPC or REST, with retries; in-process predict

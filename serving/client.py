@@ -17,6 +17,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from serving import forest_ops
 from serving.contract import (
     EXAMPLES_INPUT,
     OUTPUT_CLASS_ID,
@@ -62,7 +63,7 @@ def predict_in_process(model_dir: Path, schema: RowSchema,
     schema.check(rows)
     import tensorflow as tf
 
-    signature = tf.saved_model.load(str(model_dir)).signatures[SERVING_DEFAULT]
+    signature = forest_ops.load(str(model_dir)).signatures[SERVING_DEFAULT]
     outputs = signature(**{EXAMPLES_INPUT: tf.constant([schema.to_example(row) for row in rows])})
     if OUTPUT_PREDICTION in outputs:
         return _values(outputs[OUTPUT_PREDICTION].numpy().tolist())

@@ -20,7 +20,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from serving import warmup
+from serving import forest_ops, warmup
 from serving.contract import (
     EXAMPLES_INPUT,
     LATENCY_BATCH_SIZES,
@@ -53,6 +53,7 @@ def check(model_dir: str, warmup_file: str, vocabulary: list[str] | None) -> dic
     report: dict = {}
     logs = list(warmup.read(warmup_file))  # eagerly, before the graph-mode session below
     with tf.Graph().as_default(), tf.compat.v1.Session() as session:
+        forest_ops.register_for(model_dir)
         meta_graph = tf.compat.v1.saved_model.loader.load(session, ["serve"], model_dir)
         signatures = meta_graph.signature_def
         report["signatures"] = sorted(name for name in signatures if not name.startswith("__"))

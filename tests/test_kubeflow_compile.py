@@ -179,7 +179,7 @@ def test_hyperparameters_and_training_setup_are_in_the_trainer_task(compiled):
     assert custom_config["epochs"] == 12
     assert custom_config["hidden_units"] == [32, 16]
     assert custom_config["code_fingerprint"] == code_fingerprint()
-    assert constant(trainer, "run_fn") == "trainer_module.train.run_fn"
+    assert constant(trainer, "run_fn") == "trainer_module.families.run_fn"
     # Vertex AI Training: a chief pool and a worker pool, each with the accelerators.
     assert custom_config["ai_platform_enable_vertex"] is True
     assert custom_config["ai_platform_vertex_region"] == "us-central1"
@@ -231,7 +231,7 @@ def test_vertex_training_job_runs_our_executor_in_the_image(compiled):
         assert command[:5] == ["python", "-m", "tfx.scripts.run_executor", "--executor_class_path",
                                "components.reporting_trainer.executor.Executor"]
         passed = json.loads(command[command.index("--exec-properties") + 1])
-        assert passed["epochs"] == 4 and passed["run_fn"] == "trainer_module.train.run_fn"
+        assert passed["epochs"] == 4 and passed["run_fn"] == "trainer_module.families.run_fn"
         assert pool["machine_spec"]["accelerator_type"] == "NVIDIA_TESLA_T4"
 
 

@@ -15,6 +15,8 @@ from trainer_module import hardware, optimizer_choice
 
 # The file run_fn writes into model_run, which the Trainer's executor copies onto the Model.
 REPORT_FILE = "training_report.json"
+# The model families run_fn trains: a Keras MLP (model.py) or TF-DF gradient-boosted trees (gbt.py).
+MODEL_FAMILIES = ("dnn", "gbt")
 # The knob a compiled pipeline takes as a runtime parameter (a runtime parameter cannot
 # live inside the custom_config dict): the Trainer's executor writes it back under this name.
 RUNTIME_KNOB = "epochs"
@@ -72,6 +74,14 @@ class TrainingConfig:
     tensorboard_histogram_freq: int = knob(5, "epochs between TensorBoard weight histograms, 0 for none "
                                               "(default: {default})", flag="--histogram-freq")
     profile_batches: str = knob("", "TensorBoard-profile batches START,END, 1 <= START <= END, e.g. 2,4")
+    # The model family, and the gbt family's knobs (TF-DF's defaults; a dataset file's [model]
+    # table sets them too). The knobs above that shape an MLP's training do not apply to gbt.
+    model_family: str = knob("dnn", "model family: dnn (a Keras MLP) or gbt (TF-DF gradient-boosted trees) "
+                                    "(default: {default})", flag="--model", choices=MODEL_FAMILIES)
+    gbt_num_trees: int = knob(300, "gbt: most trees (early stopping on a validation slice of the train split "
+                                   "may keep fewer; default: {default})")
+    gbt_max_depth: int = knob(6, "gbt: maximum tree depth (default: {default})")
+    gbt_shrinkage: float = knob(0.1, "gbt: learning rate of the boosting (default: {default})")
 
     def __post_init__(self) -> None:
         # A list from TOML or JSON: the field holds a tuple, so configs compare and hash.
@@ -106,6 +116,9 @@ class TrainingConfig:
         _require(self.patience >= 1, f"patience must be at least 1, got {self.patience}")
         _require(0 <= self.weight_decay < 1, f"weight decay must be in [0, 1), got {self.weight_decay}")
         _require(0 <= self.dropout < 1, f"dropout must be in [0, 1), got {self.dropout}")
+        _require(self.gbt_num_trees >= 1, f"gbt num trees must be at least 1, got {self.gbt_num_trees}")
+        _require(self.gbt_max_depth >= 1, f"gbt max depth must be at least 1, got {self.gbt_max_depth}")
+        _require(0 < self.gbt_shrinkage <= 1, f"gbt shrinkage must be in (0, 1], got {self.gbt_shrinkage}")
         _require(len(self.hidden_units) >= 1 and all(u >= 1 for u in self.hidden_units),
                  f"hidden units must be positive integers, got {self.hidden_units}")
 

@@ -44,6 +44,8 @@ EVAL_METRIC = TRAINING_PREFIX + "eval_metric"
 TRIVIAL_METRIC = TRAINING_PREFIX + "trivial_metric"
 TRIVIAL_PREDICTION = TRAINING_PREFIX + "trivial_prediction"
 TRIVIAL_NOTE = TRAINING_PREFIX + "trivial_note"
+# The model family the Trainer trained (TrainingConfig.model_family: dnn or gbt).
+MODEL_FAMILY = TRAINING_PREFIX + "model_family"
 
 # A JSON property value holding a backslash (a JSON escape: a label with a quote, a
 # backslash or a control character) goes base64 behind this prefix: MLMD 1.16's

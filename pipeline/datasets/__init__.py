@@ -54,7 +54,10 @@ DEFAULT_BLESSING: dict[str, dict[str, Any]] = {
 }
 
 _TOP_KEYS = {"name", "data_root", "format", "label", "task", "classes", "positive", "schema", "slices",
-             "generate", "rows", "features", "blessing", "training"}
+             "generate", "rows", "features", "blessing", "training", "model"}
+# [model]: the model family and its knobs, each a TrainingConfig knob ([training] may name it too).
+MODEL_KEYS = {"family": "model_family", "num_trees": "gbt_num_trees", "max_depth": "gbt_max_depth",
+              "shrinkage": "gbt_shrinkage"}
 _FEATURE_KEYS = {"role", "max_tokens", "frequency_threshold", "embedding_dim"}
 _KIND_NAMES = {int: "a whole number", float: "a number", str: "a quoted string", list: "a list [...]",
                dict: "a table", bool: "true or false"}
@@ -375,4 +378,20 @@ class _Reader:
                 raise self.fail(f"training.{knob.name}", f"{value!r} is not a list of whole numbers",
                                 f"write e.g. {knob.name} = {list(cast(tuple, knob.default))}")
             given[knob.name] = training_config.coerce(knob, value)
-        return training_config.TrainingConfig(**given)
+        return training_config.TrainingConfig(**given | self.model(given))
+
+    def model(self, training: dict[str, Any]) -> dict[str, Any]:
+        """[model]'s knobs by TrainingConfig field; one set in [training] too is refused."""
+        table = self.get(self.raw, "model", dict, default={})
+        self.unknown_keys(table, set(MODEL_KEYS), "model.")
+        given = {}
+        for key, name in MODEL_KEYS.items():
+            if key not in table:
+                continue
+            if name in training:
+                raise self.fail(f"model.{key}", f"set in [training] too (as {name})", "set it in one place")
+            knob = next(field for field in dataclasses.fields(TrainingConfig) if field.name == name)
+            value = self.get(table, key, training_config.value_kind(knob), "model.",
+                             choices=knob.metadata.get("choices") or None)
+            given[name] = training_config.coerce(knob, value)
+        return given

@@ -9,10 +9,10 @@ from components.atomic_pusher import keys as pusher_keys
 from serving.contract import latency_key
 from trainer_module import config as training_config
 
-# Hyperparameters shown first in the text tree (the knobs a dataset file sets); the rest
-# follow in name order.
-_HEADLINE = training_config.dataset_knobs()
-_TRAINING_SHOWN = ("train_steps", "examples_per_second", "fit_wall_s", "final_eval_accuracy", "final_eval_rmse",
+# Hyperparameters shown first in the text tree (the model family, the knobs a dataset file
+# sets); the rest follow in name order.
+_HEADLINE = ("model_family", *training_config.dataset_knobs())
+_TRAINING_SHOWN = ("gbt_trees", "train_steps", "examples_per_second", "fit_wall_s", "final_eval_accuracy", "final_eval_rmse",
                    "tf_version")
 
 

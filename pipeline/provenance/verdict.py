@@ -28,6 +28,7 @@ class Verdict:
     bound_source: str | None = None  # a configured threshold or the trivial baseline
     failures: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     baseline_model_id: int | None = None  # the served model the candidate was compared with
+    family: str | None = None  # the model family (dnn, gbt), when the Trainer recorded it
 
     @property
     def higher_is_better(self) -> bool:
@@ -50,6 +51,8 @@ class Verdict:
         properties = artifact.custom_properties
         if trainer_keys.TRAIN_METRIC in properties:
             self.train = properties[trainer_keys.TRAIN_METRIC].double_value
+        if trainer_keys.MODEL_FAMILY in properties:
+            self.family = properties[trainer_keys.MODEL_FAMILY].string_value or None
 
     def read_blessing(self, artifact: mlmd_pb.Artifact) -> None:
         if evaluator_keys.BASELINE_MODEL_ID in artifact.custom_properties:
@@ -91,14 +94,15 @@ class Verdict:
         if self.metric is None or value is None:
             return []
         lines = [f"against ({self.metric}, eval split unless named):"]
+        this_model = f"this model ({self.family})" if self.family else "this model"
         if self.trivial is not None:
             lines.append(f"  {'trivial baseline (' + self.trivial_answer() + ')':<40} {self.trivial:.4f}")
         if self.train is not None:
             gap = self.train - value if self.higher_is_better else value - self.train
-            lines.append(f"  {'this model, train split':<40} {self.train:.4f}")
-            lines.append(f"  {'this model':<40} {value:.4f}  (train/eval gap {gap:+.4f})")
+            lines.append(f"  {this_model + ', train split':<40} {self.train:.4f}")
+            lines.append(f"  {this_model:<40} {value:.4f}  (train/eval gap {gap:+.4f})")
         else:
-            lines.append(f"  {'this model':<40} {value:.4f}")
+            lines.append(f"  {this_model:<40} {value:.4f}")
         served = f"served baseline, model {self.baseline_model_id}" if self.baseline_model_id else "served baseline"
         if baseline_change is not None:
             lines.append(f"  {served:<40} {value - baseline_change:.4f}  (this model {baseline_change:+.4f})")

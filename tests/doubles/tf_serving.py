@@ -31,11 +31,13 @@ from tensorflow_serving.apis import (
     prediction_service_pb2_grpc,
 )
 
+from serving import forest_ops
+
 
 class FakeTfServing:
     def __init__(self, model_name: str, versions: dict[int, str], labels: dict[str, int] | None = None) -> None:
         self.model_name = model_name
-        self.models = {version: tf.saved_model.load(path) for version, path in versions.items()}
+        self.models = {version: forest_ops.load(path) for version, path in versions.items()}
         self.signature_defs = {version: _signature_defs(path) for version, path in versions.items()}
         self.labels = labels or {}
         self.requests: list[dict] = []  # what arrived: protocol, label/version asked, version served

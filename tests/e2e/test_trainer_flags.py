@@ -208,7 +208,7 @@ SCRIPT = textwrap.dedent(
             {"train_args": proto_utils.proto_to_json(trainer_pb2.TrainArgs()),
              "eval_args": proto_utils.proto_to_json(trainer_pb2.EvalArgs()),
              "custom_config": json.dumps(custom_config),
-             "run_fn": "trainer_module.train.run_fn"},
+             "run_fn": "trainer_module.families.run_fn"},
         )
         if name in args["failing_cases"]:
             try:
