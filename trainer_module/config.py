@@ -35,23 +35,24 @@ def knob(default: Any, help: str, *, flag: str | None = None, choices: tuple[str
 
 @dataclasses.dataclass(frozen=True)
 class TrainingConfig:
-    epochs: int = knob(20, "training epochs (default: {default})", per_dataset=True)
+    epochs: int = knob(100, "the most training epochs; early stopping on the validation slice usually ends "
+                            "sooner (default: {default})", per_dataset=True)
     batch_size: int = knob(32, "training batch size per replica (default: {default})", per_dataset=True)
     learning_rate: float = knob(0.01, "Adam learning rate (default: {default})", per_dataset=True)
     # A dataset file's only: no flag.
     hidden_units: tuple[int, ...] = knob((32, 16), "units of each hidden layer", per_dataset=True, has_flag=False)
-    # Model quality (chosen by benchmarks/quality_bench.py, docs/quality.md).
+    # Model quality: the defaults are what benchmarks/quality_bench.py measured best (docs/quality.md).
     validation_share: float = knob(0.1, "share of the train split held out to stop training early and keep the "
                                         "best epoch's weights; 0 trains every epoch (default: {default})")
     patience: int = knob(10, "epochs without a better validation loss before training stops "
                              "(default: {default})")
     weight_decay: float = knob(1e-4, "decoupled weight decay of the dense layers (AdamW; default: {default})")
-    dropout: float = knob(0.0, "dropout rate after each hidden layer (default: {default})")
+    dropout: float = knob(0.3, "dropout rate after each hidden layer (default: {default})")
     class_weight: str = knob("none", "classification: weigh each class by its inverse frequency (balanced), "
                                      "trading accuracy for the minority classes' recall (default: {default})",
                              choices=CLASS_WEIGHTS, per_dataset=True)
-    linear: bool = knob(False, "wide and deep: the output layer also reads the features, so the model is a "
-                               "linear one plus the hidden layers' correction")
+    linear: bool = knob(True, "wide and deep: the output layer also reads the features, so the model is a "
+                              "linear one plus the hidden layers' correction (default: on)")
     numeric_encoding: str = knob("zscore", "how the model reads numbers: zscore as Transform scales them, or "
                                            "plr, periodic embeddings learned per feature (default: {default})",
                                  choices=NUMERIC_ENCODINGS)

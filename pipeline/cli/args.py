@@ -62,8 +62,8 @@ def _add_training_flag(parser: argparse.ArgumentParser, field: dataclasses.Field
     default = _per_dataset(field.name) if meta["per_dataset"] else field.default
     options: dict[str, Any] = {"dest": field.name, "help": meta["help"].format(default=default)}
     if isinstance(field.default, bool):
-        # None when absent: the dataset file's value stands.
-        options.update(action="store_true", default=None)
+        # --knob / --no-knob, None when absent: the dataset file's value stands.
+        options.update(action=argparse.BooleanOptionalAction, default=None)
     elif meta["choices"]:
         options["choices"] = meta["choices"]
     else:
