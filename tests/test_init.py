@@ -102,7 +102,9 @@ def test_roles_task_and_blessing(tables_on_disk, tmp_path, fmt, label):
     else:
         assert draft.blessing == datasets.DEFAULT_BLESSING[task]
     assert draft.slices == ("plan/type",)  # the first categorical with few values
-    assert draft.training == {"epochs": 20, "batch_size": 32, "learning_rate": 0.01, "hidden_units": [32, 16]}
+    # What a user tunes per table; epochs is a maximum (early stopping ends sooner).
+    assert draft.training == {"epochs": 100, "batch_size": 32, "learning_rate": 0.01, "hidden_units": [32, 16],
+                              "class_weight": "none"}
 
 
 def test_missing_values_are_counted_in_the_reasons(tables_on_disk, tmp_path):

@@ -34,14 +34,22 @@ BEFORE_TRAINING_CONFIG = {
     "profile_batches": "",
 }
 # Knobs added since, at their defaults: a run recorded before lacks them (diff shows them added).
-ADDED_SINCE = {"model_family": "dnn", "gbt_num_trees": 300, "gbt_max_depth": 6, "gbt_shrinkage": 0.1}
+ADDED_SINCE = {"model_family": "dnn", "gbt_num_trees": 300, "gbt_max_depth": 6, "gbt_shrinkage": 0.1,
+               "validation_share": 0.1, "patience": 10, "weight_decay": 0.0001, "dropout": 0.3,
+               "class_weight": "none", "linear": True, "numeric_encoding": "zscore"}
+# Defaults changed since (issue 26's quality benchmark): epochs became a maximum that early
+# stopping cuts short. The built-in penguins file keeps its own 20.
+CHANGED_SINCE = {"epochs": 100}
 
 
-def test_to_config_emits_the_keys_and_json_types_of_before():
-    for emitted in (TrainingConfig().to_config(), PipelineConfig().training.to_config()):
-        assert emitted == BEFORE_TRAINING_CONFIG | ADDED_SINCE
-        assert {key: type(value) for key, value in emitted.items()} == {
-            key: type(value) for key, value in (BEFORE_TRAINING_CONFIG | ADDED_SINCE).items()}
+@pytest.mark.parametrize("emitted, expected", [
+    (TrainingConfig().to_config(), BEFORE_TRAINING_CONFIG | ADDED_SINCE | CHANGED_SINCE),
+    (PipelineConfig().training.to_config(), BEFORE_TRAINING_CONFIG | ADDED_SINCE),
+])
+def test_to_config_emits_the_keys_and_json_types_of_before(emitted, expected):
+    assert emitted == expected
+    assert {key: type(value) for key, value in emitted.items()} == {
+        key: type(value) for key, value in expected.items()}
 
 
 @pytest.mark.parametrize("training", [
@@ -166,12 +174,17 @@ def test_every_knob_is_a_dataset_key_and_a_flag_wins_over_it(tmp_path):
     home = str(tmp_path / "ws")
     from_file = cli_args.config_from_args(build_parser().parse_args(["run", "--home", home, "--dataset",
                                                                        str(dataset_file)]))
-    assert from_file.training == TrainingConfig(strategy="mirrored", scale_learning_rate=True, learning_rate=1.0)
+    # penguins' file sets epochs = 20 beside the knobs added here.
+    assert from_file.training == TrainingConfig(epochs=20, strategy="mirrored", scale_learning_rate=True,
+                                                learning_rate=1.0)
     assert isinstance(from_file.training.learning_rate, float)
     flagged = cli_args.config_from_args(build_parser().parse_args([
         "run", "--home", home, "--dataset", str(dataset_file), "--strategy", "default", "--learning-rate", "0.1"]))
     assert (flagged.training.strategy, flagged.training.learning_rate) == ("default", 0.1)
-    assert flagged.training.scale_learning_rate  # no flag turns it off: the file's stands
+    assert flagged.training.scale_learning_rate  # no flag given: the file's stands
+    unset = cli_args.config_from_args(build_parser().parse_args([
+        "run", "--home", home, "--dataset", str(dataset_file), "--no-scale-learning-rate", "--no-linear"]))
+    assert (unset.training.scale_learning_rate, unset.training.linear) == (False, False)
 
 
 @pytest.mark.parametrize("line, message", [
