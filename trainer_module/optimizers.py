@@ -28,13 +28,13 @@ ADAGRAD_INITIAL_ACCUMULATOR = 0.0
 def build(name: str, learning_rate: float, weight_decay: float = 0.0) -> keras.optimizers.Optimizer:
     """The optimizer for a resolved (non-auto) name; weight_decay > 0 decays the dense
     layers' kernels (decoupled, as AdamW), never biases or embedding tables."""
-    decay = {"weight_decay": weight_decay} if weight_decay > 0 else {}
+    decay = weight_decay if weight_decay > 0 else None
     if name == "adam":
-        optimizer = keras.optimizers.Adam(learning_rate=learning_rate, **decay)
+        optimizer = keras.optimizers.Adam(learning_rate=learning_rate, weight_decay=decay)
     elif name == "lazy_adam":
-        optimizer = LazyAdam(learning_rate=learning_rate, **decay)
+        optimizer = LazyAdam(learning_rate=learning_rate, weight_decay=decay)
     elif name == "adagrad_adam":
-        optimizer = AdagradAdam(learning_rate=learning_rate, **decay)
+        optimizer = AdagradAdam(learning_rate=learning_rate, weight_decay=decay)
     else:
         raise ValueError(f"unknown optimizer {name!r}; choose one of: {', '.join(OPTIMIZERS[1:])}")
     if weight_decay > 0:

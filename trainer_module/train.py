@@ -396,7 +396,9 @@ def serving_copy(trained: keras.Model, model_args: tuple, label_scale: dict[str,
     with the model that tracks it. Built outside any strategy, so export sees plain
     variables.
     """
-    serving_model = model.build_model(*model_args, shape=shape, **(label_scale or {}))
+    # One keyword dict: model_args is an untyped tuple, so mypy cannot tell what it fills.
+    keywords: dict[str, Any] = {"shape": shape, **(label_scale or {})}
+    serving_model = model.build_model(*model_args, **keywords)
     serving_model.set_weights(trained.get_weights())
     return serving_model
 
