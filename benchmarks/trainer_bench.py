@@ -156,12 +156,14 @@ class Bench:
         self.train_steps = -(-self.train_records // self.batch_size)
         self.results: dict[str, dict] = {}
 
-    def our_dataset(self, files, shuffle: bool, drop_remainder: bool = False, batch_size: int | None = None):
+    def our_dataset(self, files, shuffle: bool, drop_remainder: bool = False, batch_size: int | None = None,
+                    part=None):
         from trainer_module import input
 
         return input.input_dataset(
             files, self.tf_transform_output, self.spec.transformed_label_key,
             batch_size or self.batch_size, shuffle=shuffle, drop_remainder=drop_remainder,
+            part=part or input.WHOLE_SPLIT,
         )
 
     def steps_for(self, dataset) -> int:
@@ -399,14 +401,15 @@ def run_variants(bench: Bench, only: set[str] | None, base_spe: int | None = Non
         return only is None or name in only or (name.startswith("spe_") and "spe" in only)
 
     def build(precision: str = "float32", xla: bool = False, spe: int = 1, eager: bool = False,
-              strategy: tf.distribute.Strategy | None = None, optimizer: str = "adam") -> Callable:
+              strategy: tf.distribute.Strategy | None = None, optimizer: str = "adam",
+              shape: model.Shape = model.PLAIN, weight_decay: float = 0.0) -> Callable:
         def make():
             import tf_keras as keras
 
             keras.mixed_precision.set_global_policy(precision)
             with (strategy or tf.distribute.get_strategy()).scope():
-                classifier = model.build_model(*bench.model_args, jit_compile=xla, steps_per_execution=spe,
-                                               optimizer=optimizer)
+                classifier = model.build_model(*bench.model_args, shape=shape, weight_decay=weight_decay,
+                                               jit_compile=xla, steps_per_execution=spe, optimizer=optimizer)
             classifier.run_eagerly = eager
             return classifier
         return make
@@ -464,7 +467,6 @@ def measure_auto(bench: Bench, build: Callable) -> None:
     and fit. Then a fresh model trains two epochs the same way: its first epoch, the count
     included, against its second."""
     from trainer_module import hardware, input, model, optimizer_choice, train
-    from trainer_module.config import TrainingConfig
 
     knobs = bench.config.training
     devices = hardware.detect()
@@ -475,19 +477,30 @@ def measure_auto(bench: Bench, build: Callable) -> None:
     spe = knobs.steps_per_execution
     strategy = hardware.build_strategy(choice.strategy)
     global_batch = bench.batch_size * strategy.num_replicas_in_sync  # as run_fn
-    make = build(choice.precision, choice.xla, spe, strategy=strategy, optimizer=optimizer)
-    # run_fn's other knobs at their defaults; no histograms to time.
-    training = TrainingConfig(epochs=bench.epochs, steps_per_execution=spe, tensorboard_histogram_freq=0)
+    # The model run_fn builds (dropout, the linear term, weight decay: the dataset's knobs).
+    make = build(choice.precision, choice.xla, spe, strategy=strategy, optimizer=optimizer,
+                 shape=model.Shape(dropout=knobs.dropout, numeric_encoding=knobs.numeric_encoding,
+                                   linear=knobs.linear),
+                 weight_decay=knobs.weight_decay)
+    # run_fn's other knobs as the dataset sets them; no histograms to time.
+    training = dataclasses.replace(knobs, epochs=bench.epochs, steps_per_execution=spe, tensorboard_histogram_freq=0)
 
     def run_fn_training(classifier, epochs: int, run_dir: str) -> tuple[dict, float]:
+        """As run_fn: fit on the train split less its validation slice, which early stopping
+        watches after every epoch (its reading and evaluation are in the timed fit)."""
         started = time.perf_counter()
+        fit_part = input.Part(input.FIT, training.validation_share)
         train_ds = bench.our_dataset(bench.train_files, shuffle=True, drop_remainder=choice.xla,
-                                     batch_size=global_batch)
+                                     batch_size=global_batch, part=fit_part)
         eval_ds = bench.our_dataset(bench.eval_files, shuffle=False, batch_size=global_batch)
-        steps = input.epoch_steps(train_ds, bench.train_files, eval_ds, bench.eval_files, global_batch)
+        steps = input.epoch_steps(train_ds, bench.train_files, eval_ds, bench.eval_files, global_batch, fit_part)
+        validation_ds, steps = train.validation_slice(bench.train_files, bench.tf_transform_output,
+                                                      bench.spec.transformed_label_key, global_batch,
+                                                      training.validation_share, steps)
         counted = time.perf_counter() - started
         return train.fit_and_evaluate(classifier, train_ds, eval_ds, dataclasses.replace(training, epochs=epochs),
-                                      run_dir, global_batch, steps, task=bench.spec.task), counted
+                                      run_dir, global_batch, steps, task=bench.spec.task,
+                                      validation_ds=validation_ds), counted
 
     with policy_reset(), tempfile.TemporaryDirectory() as run_dir:
         classifier = make()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -151,8 +152,11 @@ def test_binary_csv_table(tmp_path):
     recorded = json.loads(lineage.stdout)["dataset"]
     assert recorded["file"] == str(dataset_file) and recorded["task"] == "binary"
     assert recorded["text"] == dataset_file.read_text()
-    dataset_file.write_text(dataset_file.read_text().replace("epochs = 20", "epochs = 21"))
-    assert "epochs = 21" in dataset_file.read_text()
+    # A changed knob in the file (the run's --epochs keeps the training itself alike).
+    written = dataset_file.read_text()
+    epochs = int(re.search(r"^epochs = (\d+)$", written, re.M)[1])
+    dataset_file.write_text(written.replace(f"epochs = {epochs}", f"epochs = {epochs + 1}"))
+    assert f"epochs = {epochs + 1}" in dataset_file.read_text()
     rerun = turbotfx("run", "--dataset", str(dataset_file), "--epochs", "20", home=tmp_path / "ws")
     assert rerun.exit_code == 0, rerun.output
     runs = json.loads(turbotfx("runs", "--format", "json", home=tmp_path / "ws").stdout)

@@ -36,7 +36,9 @@ COMMON_CONFIG = {"epochs": 1, "batch_size": PER_REPLICA_BATCH, "learning_rate": 
                  "hidden_units": [8], "steps_per_execution": 32}
 BASELINE_FLAGS = {"strategy": "default", "precision": "float32", "xla": "off", "optimizer": "adam",
                   "accumulation_steps": 1, "scale_learning_rate": False, "tensorboard_histogram_freq": 0,
-                  "profile_batches": ""}
+                  "profile_batches": "",
+                  # Every case trains on the whole train split, so its steps count from the records.
+                  "validation_share": 0.0}
 PLAIN = datasets.load("penguins").feature_spec()
 # An embedding_dim forces an embedding for island (penguins' vocabularies are one-hot sized).
 EMBEDDED = dataclasses.replace(PLAIN, categoricals=tuple(
@@ -55,6 +57,8 @@ CASES: dict[str, dict[str, Any]] = {
     "observability": {"tensorboard_histogram_freq": 1, "profile_batches": "1,2"},
     "auto_embedded": {"optimizer": "auto", "features": EMBEDDED.to_config()},
     "auto_one_hot": {"optimizer": "auto"},
+    # A quarter of the train split held out: fewer training steps, and early stopping's report.
+    "validation_slice": {"validation_share": 0.25},
 }
 # Cases run_fn must refuse before training, with one line naming the cause and the fix:
 # accumulation needs whole batches, and penguins' training split is smaller than this one.
@@ -318,6 +322,15 @@ def test_baseline_reports_what_it_set(cases):
     assert report["global_batch_size"] == PER_REPLICA_BATCH
     assert report["effective_learning_rate"] == pytest.approx(LEARNING_RATE)
     assert report["train_steps"] == steps(cases["setup"]["train_records"], PER_REPLICA_BATCH)
+
+
+def test_the_validation_slice_leaves_fewer_training_rows_and_reports_the_best_epoch(cases):
+    records = cases["setup"]["train_records"]
+    report = cases["validation_slice"]["report"]
+    # About three quarters of the rows train (a hash decides each row's side).
+    assert steps(records // 2, PER_REPLICA_BATCH) <= report["train_steps"] < steps(records, PER_REPLICA_BATCH)
+    assert (report["epochs_run"], report["best_epoch"], report["stopped_early"]) == (1, 1, False)
+    assert "best_epoch" not in cases["baseline"]["report"]
 
 
 def test_mirrored_trains_two_replicas_on_twice_the_batch(cases):
