@@ -149,3 +149,17 @@ def test_the_serving_copy_has_the_trained_weights_and_no_dropout():
     served = train.serving_copy(trained, args, shape=shape)
     # Inference: dropout is off, so both give the same probabilities.
     np.testing.assert_allclose(served.predict(rows, verbose=0), trained.predict(rows, verbose=0), rtol=1e-5)
+
+
+def test_dropout_drops_the_rate_in_training_scales_the_rest_and_passes_through_at_inference():
+    from trainer_module.dropout import Dropout
+
+    layer = Dropout(0.3)
+    ones = tf.ones((200, 500))
+    dropped = layer(ones, training=True).numpy()
+    assert abs((dropped == 0).mean() - 0.3) < 0.01
+    np.testing.assert_allclose(dropped[dropped != 0], 1 / 0.7, rtol=1e-6)
+    np.testing.assert_array_equal(layer(ones, training=False).numpy(), ones.numpy())
+    # Under mixed precision the mask is drawn in float32 but applied in the compute dtype.
+    half = Dropout(0.3, dtype="mixed_bfloat16")(tf.ones((4, 4), tf.bfloat16), training=True)
+    assert half.dtype == tf.bfloat16

@@ -7,7 +7,7 @@ from typing import Mapping, Sequence
 
 import tf_keras as keras
 
-from trainer_module import features, optimizers
+from trainer_module import dropout, features, optimizers
 from trainer_module.accumulation import AccumulatingModel
 from trainer_module.features import FeatureSpec
 from trainer_module.periodic import PeriodicEmbedding
@@ -64,7 +64,7 @@ def build_model(
     for i, units in enumerate(hidden_units):
         x = keras.layers.Dense(units, activation="relu", name=f"hidden_{i}")(x)
         if shape.dropout > 0:
-            x = keras.layers.Dropout(shape.dropout, name=f"dropout_{i}")(x)
+            x = dropout.Dropout(shape.dropout, name=f"dropout_{i}")(x)
     if shape.linear:
         # The output layer sees the features too: a linear model plus the MLP's correction.
         x = keras.layers.Concatenate(name="hidden_and_features")([x, *linear])
