@@ -496,7 +496,8 @@ def measure_auto(bench: Bench, build: Callable) -> None:
         steps = input.epoch_steps(train_ds, bench.train_files, eval_ds, bench.eval_files, global_batch, fit_part)
         validation_ds, steps = train.validation_slice(bench.train_files, bench.tf_transform_output,
                                                       bench.spec.transformed_label_key, global_batch,
-                                                      training.validation_share, steps)
+                                                      input.Part(input.VALIDATION, training.validation_share),
+                                                      steps)
         counted = time.perf_counter() - started
         return train.fit_and_evaluate(classifier, train_ds, eval_ds, dataclasses.replace(training, epochs=epochs),
                                       run_dir, global_batch, steps, task=bench.spec.task,

@@ -36,7 +36,7 @@ BEFORE_TRAINING_CONFIG = {
 # Knobs added since, at their defaults: a run recorded before lacks them (diff shows them added).
 ADDED_SINCE = {"model_family": "dnn", "gbt_num_trees": 300, "gbt_max_depth": 6, "gbt_shrinkage": 0.1,
                "validation_share": 0.1, "patience": 10, "weight_decay": 0.0001, "dropout": 0.3,
-               "class_weight": "none", "linear": True, "numeric_encoding": "zscore"}
+               "class_weight": "none", "linear": True, "numeric_encoding": "zscore", "bag_folds": 0}
 # Defaults changed since (issue 26's quality benchmark): epochs became a maximum that early
 # stopping cuts short. The built-in penguins file keeps its own 20.
 CHANGED_SINCE = {"epochs": 100}

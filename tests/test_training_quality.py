@@ -12,7 +12,7 @@ import tf_keras as keras
 from sklearn.utils.class_weight import compute_class_weight
 
 from pipeline import datasets
-from trainer_module import features, model, optimizers, train
+from trainer_module import config, features, model, optimizers, progress, train
 from trainer_module.config import TrainingConfig
 from trainer_module.input import EpochSteps
 from trainer_module.periodic import PeriodicEmbedding
@@ -163,3 +163,42 @@ def test_dropout_drops_the_rate_in_training_scales_the_rest_and_passes_through_a
     # Under mixed precision the mask is drawn in float32 but applied in the compute dtype.
     half = Dropout(0.3, dtype="mixed_bfloat16")(tf.ones((4, 4), tf.bfloat16), training=True)
     assert half.dtype == tf.bfloat16
+
+
+def test_bag_folds_pick_bagging_for_small_train_splits_only():
+    auto = TrainingConfig()
+    assert config.bag_folds(auto, 300) == config.AUTO_BAG_FOLDS > 1
+    assert config.bag_folds(auto, config.BAG_MAX_ROWS) == config.AUTO_BAG_FOLDS
+    assert config.bag_folds(auto, config.BAG_MAX_ROWS + 1) == 1
+    # No validation slice asked for: one model, trained every epoch.
+    assert config.bag_folds(TrainingConfig(validation_share=0), 300) == 1
+    # A number set wins, whatever the size.
+    assert config.bag_folds(TrainingConfig(bag_folds=3), 10**6) == 3
+    assert config.bag_folds(TrainingConfig(bag_folds=1), 300) == 1
+    with pytest.raises(ValueError, match="bag folds must be in"):
+        TrainingConfig(bag_folds=config.MAX_BAG_FOLDS + 1).validate()
+
+
+@pytest.mark.parametrize("task", [features.MULTICLASS, features.BINARY, features.REGRESSION])
+def test_the_bagged_model_outputs_the_mean_of_its_members(task):
+    rng = np.random.default_rng(8)
+    spec = dataclasses.replace(SPEC, task=task)
+    classes = {features.MULTICLASS: 3, features.BINARY: 2, features.REGRESSION: 1}[task]
+    members = [model.build_model(spec, VOCABS, classes, hidden_units=(8,), label_mean=5.0, label_std=2.0)
+               for _ in range(3)]
+    rows = _rows(50, rng)
+    predictions = [member.predict(rows, verbose=0) for member in members]
+    # Differently initialised members disagree; the ensemble gives their mean.
+    assert not np.allclose(predictions[0], predictions[1])
+    bagged = model.average(members, task)
+    np.testing.assert_allclose(bagged.predict(rows, verbose=0), np.mean(predictions, axis=0), rtol=1e-5, atol=1e-6)
+    labels = rng.integers(0, classes, size=50) if classes > 1 else rng.normal(5, 2, size=50)
+    evaluated = bagged.evaluate(rows, labels, verbose=0, return_dict=True)
+    assert set(evaluated) == {"loss", model.training_metric(task)}
+
+
+def test_a_bagged_members_epoch_line_names_the_model_and_the_console_knows_it():
+    line = progress.epoch_message(3, 100, 0.41234, "auc", 0.88123, 1.23, member=(2, 5))
+    assert line == "model 2/5  epoch 3/100  loss 0.4123  auc 0.8812  1.2s"
+    assert progress.EPOCH_LINE.match(line)
+    assert progress.EPOCH_LINE.match(progress.epoch_message(3, 100, 0.4, "auc", 0.8, 1.2))

@@ -21,6 +21,11 @@ MODEL_FAMILIES = ("dnn", "gbt")
 # live inside the custom_config dict): the Trainer's executor writes it back under this name.
 RUNTIME_KNOB = "epochs"
 CLASS_WEIGHTS = ("none", "balanced")
+# bag_folds 0 (auto): small train splits train this many bagged models; above BAG_MAX_ROWS
+# rows one model (bagging multiplies training time; docs/quality.md measured what it buys).
+AUTO_BAG_FOLDS = 5
+BAG_MAX_ROWS = 20_000
+MAX_BAG_FOLDS = 20
 NUMERIC_ENCODINGS = ("zscore", "plr")
 
 
@@ -46,6 +51,10 @@ class TrainingConfig:
                                         "best epoch's weights; 0 trains every epoch (default: {default})")
     patience: int = knob(10, "epochs without a better validation loss before training stops "
                              "(default: {default})")
+    bag_folds: int = knob(0, "train this many models, each stopping early on its own fold of the train split, "
+                             "and serve their average (k-fold bagging); 1 trains one model on the validation "
+                             f"slice; 0 picks: {AUTO_BAG_FOLDS} for train splits up to {BAG_MAX_ROWS:,} rows, "
+                             "else 1 (default: {default})")
     weight_decay: float = knob(1e-4, "decoupled weight decay of the dense layers (AdamW; default: {default})")
     dropout: float = knob(0.3, "dropout rate after each hidden layer (default: {default})")
     class_weight: str = knob("none", "classification: weigh each class by its inverse frequency (balanced), "
@@ -115,6 +124,8 @@ class TrainingConfig:
         _require(0 <= self.validation_share < 0.5,
                  f"validation share must be in [0, 0.5), got {self.validation_share}")
         _require(self.patience >= 1, f"patience must be at least 1, got {self.patience}")
+        _require(0 <= self.bag_folds <= MAX_BAG_FOLDS,
+                 f"bag folds must be in [0, {MAX_BAG_FOLDS}] (0 picks by the table's size), got {self.bag_folds}")
         _require(0 <= self.weight_decay < 1, f"weight decay must be in [0, 1), got {self.weight_decay}")
         _require(0 <= self.dropout < 1, f"dropout must be in [0, 1), got {self.dropout}")
         _require(self.gbt_num_trees >= 1, f"gbt num trees must be at least 1, got {self.gbt_num_trees}")
@@ -135,6 +146,16 @@ class TrainingConfig:
         its default."""
         return cls(**{field.name: coerce(field, custom_config[field.name])
                       for field in dataclasses.fields(cls) if field.name in custom_config})
+
+
+def bag_folds(training: TrainingConfig, train_rows: int) -> int:
+    """The models run_fn trains and averages: bag_folds, or with 0 the size rule; one model
+    where no validation slice is wanted (validation_share 0)."""
+    if training.bag_folds:
+        return training.bag_folds
+    if training.validation_share == 0 or train_rows > BAG_MAX_ROWS:
+        return 1
+    return AUTO_BAG_FOLDS
 
 
 def knob_choices(config_class: type[TrainingConfig] = TrainingConfig) -> dict[str, tuple[str, ...]]:

@@ -32,14 +32,18 @@ _PART_BUCKETS = 1000
 @dataclasses.dataclass(frozen=True)
 class Part:
     """Which records of a split a dataset reads: all (WHOLE), or the FIT or VALIDATION side
-    of a `share`-sized validation slice."""
+    of a `share`-sized validation slice. fold picks which slice: the fold-th of the
+    1 / share slices that tile the split (k-fold bagging trains one model per fold)."""
 
     side: str = WHOLE
     share: float = 0.0
+    fold: int = 0
 
     def keep(self, serialized: tf.Tensor) -> tf.Tensor:
         """A boolean mask over a batch of serialized records."""
-        in_validation = tf.strings.to_hash_bucket_fast(serialized, _PART_BUCKETS) < round(self.share * _PART_BUCKETS)
+        bucket = tf.strings.to_hash_bucket_fast(serialized, _PART_BUCKETS)
+        first, end = round(self.fold * self.share * _PART_BUCKETS), round((self.fold + 1) * self.share * _PART_BUCKETS)
+        in_validation = tf.logical_and(bucket >= first, bucket < end)
         return in_validation if self.side == VALIDATION else tf.logical_not(in_validation)
 
     @property

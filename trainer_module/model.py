@@ -71,14 +71,12 @@ def build_model(
     # float32 outputs whatever the training precision policy.
     if spec.task == features.MULTICLASS:
         outputs = keras.layers.Dense(num_classes, activation="softmax", dtype="float32", name="probabilities")(x)
-        loss, metric = keras.losses.SparseCategoricalCrossentropy(), keras.metrics.SparseCategoricalAccuracy
     elif spec.task == features.BINARY:
         outputs = keras.layers.Dense(1, activation="sigmoid", dtype="float32", name="probability")(x)
-        loss, metric = keras.losses.BinaryCrossentropy(), keras.metrics.BinaryAccuracy
     else:
         z_score = keras.layers.Dense(1, dtype="float32", name="z_score")(x)
         outputs = keras.layers.Rescaling(label_std, offset=label_mean, dtype="float32", name="prediction")(z_score)
-        loss, metric = keras.losses.MeanSquaredError(), keras.metrics.RootMeanSquaredError
+    loss, metric = _loss_and_metric(spec.task)
     if accumulation_steps > 1:
         model = AccumulatingModel(inputs=inputs, outputs=outputs, accumulation_steps=accumulation_steps)
     else:
@@ -91,6 +89,26 @@ def build_model(
         steps_per_execution=steps_per_execution,
     )
     return model
+
+
+def average(members: Sequence[keras.Model], task: str, blessing_metric: str | None = None) -> keras.Model:
+    """One model whose output is the mean of the members' (class probabilities, or values):
+    the bagged ensemble that is evaluated and served. Compiled for evaluate() only."""
+    inputs = {name: keras.Input(shape=(), name=name, dtype=tensor.dtype) for name, tensor in members[0].input.items()}
+    outputs = keras.layers.Average(name="bagged", dtype="float32")([member(inputs) for member in members])
+    ensemble = keras.Model(inputs=inputs, outputs=outputs)
+    loss, metric = _loss_and_metric(task)
+    ensemble.compile(loss=loss, metrics=compiled_metrics(task, metric, blessing_metric))
+    return ensemble
+
+
+def _loss_and_metric(task: str) -> tuple[keras.losses.Loss, type]:
+    """The training loss of a task's output, and the Keras metric class of its training metric."""
+    if task == features.MULTICLASS:
+        return keras.losses.SparseCategoricalCrossentropy(), keras.metrics.SparseCategoricalAccuracy
+    if task == features.BINARY:
+        return keras.losses.BinaryCrossentropy(), keras.metrics.BinaryAccuracy
+    return keras.losses.MeanSquaredError(), keras.metrics.RootMeanSquaredError
 
 
 def _columns(spec: FeatureSpec, vocab_sizes: Mapping[str, int], shape: Shape) -> tuple[dict, list, list]:

@@ -79,52 +79,72 @@ def run_fn(fn_args: FnArgs) -> None:
     shape = model.Shape(dropout=training.dropout, numeric_encoding=training.numeric_encoding, linear=training.linear)
     # Reading before fit: for data the pipeline caches, this is its one read of the files.
     started = time.perf_counter()
-    label_scale: dict[str, Any] = input.label_statistics(train_ds) if spec.task == features.REGRESSION else {}
     steps = input.epoch_steps(train_ds, fn_args.train_files, eval_ds, fn_args.eval_files, global_batch_size,
                               fit_part) if training.steps_per_execution > 1 else EpochSteps()
-    validation_ds, steps = validation_slice(fn_args.train_files, tf_transform_output, label_key,
-                                            global_batch_size, training.validation_share, steps)
+    fit_batches = steps.train if steps.train is not None else input.batches_per_epoch(
+        train_ds, fn_args.train_files, global_batch_size, fit_part)
+    folds = config.bag_folds(training, round(fit_batches * global_batch_size / (1 - training.validation_share)))
+    if folds == 1:
+        label_scale: dict[str, Any] = input.label_statistics(train_ds) if spec.task == features.REGRESSION else {}
+        validation_ds, steps = validation_slice(fn_args.train_files, tf_transform_output, label_key,
+                                                global_batch_size, input.Part(input.VALIDATION,
+                                                                              training.validation_share), steps)
+        require_train_batches(steps, global_batch_size, equal_batches)
+        members: Iterator[MemberData] = iter([MemberData(train_ds, validation_ds, steps)])
+    else:
+        # Every member scales a regression output alike, from the whole split.
+        label_scale = input.label_statistics(input.input_dataset(
+            fn_args.train_files, tf_transform_output, label_key, global_batch_size, shuffle=False,
+        )) if spec.task == features.REGRESSION else {}
+        members = bagged_members(fn_args.train_files, tf_transform_output, label_key, global_batch_size,
+                                 equal_batches, folds, steps)
     weights = class_weights(training.class_weight, spec, lambda: input.label_values(
         fn_args.train_files, tf_transform_output, label_key))
     read_s = time.perf_counter() - started
-    if steps.train == 0 and equal_batches:
-        raise ValueError(f"the training split has fewer rows than one global batch ({global_batch_size}), "
-                         "which XLA and gradient accumulation need whole; use a smaller --batch-size")
-    if steps.train == 0:
-        raise ValueError("the training split is empty; give the data more rows or the split more "
-                         "train buckets (--split)")
     chief = hardware.is_chief(os.environ.get("TF_CONFIG"))
     with worker_dir(fn_args.model_run_dir, chief) as run_dir, worker_dir(
         fn_args.serving_model_dir, chief
     ) as export_dir:
         keras.mixed_precision.set_global_policy(choice.precision)
+        trained: list[keras.Model] = []
+        member_results: list[dict[str, Any]] = []
         try:
-            with strategy.scope():
-                classifier = model.build_model(
-                    *model_args,
-                    shape=shape,
-                    weight_decay=training.weight_decay,
-                    jit_compile=choice.xla,
-                    steps_per_execution=training.steps_per_execution,
-                    accumulation_steps=training.accumulation_steps,
-                    optimizer=optimizer,
-                    blessing_metric=blessing_metric,
-                    **label_scale,
-                )
-            results: dict[str, Any] = fit_and_evaluate(
-                classifier, train_ds, eval_ds, training, run_dir, global_batch_size, steps,
-                task=spec.task, blessing_metric=blessing_metric, validation_ds=validation_ds,
-                class_weight=weights)
-            results |= blessing_yardsticks(classifier, fn_args, tf_transform_output, spec,
-                                           blessing_metric, global_batch_size)
+            for index, data in enumerate(members):
+                with strategy.scope():
+                    classifier = model.build_model(
+                        *model_args,
+                        shape=shape,
+                        weight_decay=training.weight_decay,
+                        jit_compile=choice.xla,
+                        steps_per_execution=training.steps_per_execution,
+                        accumulation_steps=training.accumulation_steps,
+                        optimizer=optimizer,
+                        blessing_metric=blessing_metric,
+                        **label_scale,
+                    )
+                member = (index + 1, folds) if folds > 1 else None
+                member_results.append(fit_and_evaluate(
+                    classifier, data.train_ds, eval_ds, training, member_dir(run_dir, member), global_batch_size,
+                    data.steps, task=spec.task, blessing_metric=blessing_metric, validation_ds=data.validation_ds,
+                    class_weight=weights, member=member))
+                trained.append(classifier)
+            if folds == 1:
+                results: dict[str, Any] = member_results[0] | blessing_yardsticks(
+                    trained[0], fn_args, tf_transform_output, spec, blessing_metric, global_batch_size)
         finally:
             keras.mixed_precision.set_global_policy("float32")
 
         started = time.perf_counter()
-        signatures.export(serving_copy(classifier, model_args, label_scale, shape), tf_transform_output, spec,
-                          export_dir)
+        copies = [serving_copy(member, model_args, label_scale, shape) for member in trained]
+        served = copies[0] if folds == 1 else model.average(copies, spec.task, blessing_metric)
+        if folds > 1:
+            results = bagged_results(served, member_results, eval_ds, steps.eval, spec.task, blessing_metric,
+                                     global_batch_size) \
+                | blessing_yardsticks(served, fn_args, tf_transform_output, spec, blessing_metric, global_batch_size)
+        signatures.export(served, tf_transform_output, spec, export_dir)
         results["export_wall_s"] = round(time.perf_counter() - started, 3)
         results["read_before_fit_wall_s"] = round(read_s, 3)
+        results["bag_folds"] = folds
         if chief:
             write_report(run_dir, {
                 **training.to_config(),
@@ -143,6 +163,78 @@ def run_fn(fn_args: FnArgs) -> None:
                 **results,
                 "tf_version": tf.__version__,
             })
+
+
+@dataclasses.dataclass(frozen=True)
+class MemberData:
+    """What one model of the run trains on: its part of the train split, the validation
+    slice that stops it (None: every epoch runs) and their batch counts."""
+
+    train_ds: tf.data.Dataset
+    validation_ds: tf.data.Dataset | None
+    steps: EpochSteps
+
+
+def bagged_members(train_files: list[str], tf_transform_output: tft.TFTransformOutput, label_key: str,
+                   global_batch_size: int, equal_batches: bool, folds: int, steps: EpochSteps) -> Iterator[MemberData]:
+    """k-fold bagging: member i stops early on the i-th of `folds` slices of the train split and
+    trains on the rest, so every row trains all members but one and stops one. Built one member
+    at a time (each caches its own batches)."""
+    for fold in range(folds):
+        fit_part = input.Part(input.FIT, 1 / folds, fold)
+        train_ds = input.input_dataset(train_files, tf_transform_output, label_key, global_batch_size,
+                                       shuffle=True, drop_remainder=equal_batches, part=fit_part)
+        member_steps = dataclasses.replace(steps, train=input.batches_per_epoch(
+            train_ds, train_files, global_batch_size, fit_part)) if steps.train is not None else steps
+        validation_ds, member_steps = validation_slice(train_files, tf_transform_output, label_key, global_batch_size,
+                                                       input.Part(input.VALIDATION, 1 / folds, fold), member_steps)
+        require_train_batches(member_steps, global_batch_size, equal_batches)
+        yield MemberData(train_ds, validation_ds, member_steps)
+
+
+def require_train_batches(steps: EpochSteps, global_batch_size: int, equal_batches: bool) -> None:
+    if steps.train == 0 and equal_batches:
+        raise ValueError(f"the training split has fewer rows than one global batch ({global_batch_size}), "
+                         "which XLA and gradient accumulation need whole; use a smaller --batch-size")
+    if steps.train == 0:
+        raise ValueError("the training split is empty; give the data more rows or the split more "
+                         "train buckets (--split)")
+
+
+def member_dir(run_dir: str, member: tuple[int, int] | None) -> str:
+    """Where a model's TensorBoard logs go: model_run itself, or one folder per bagged member."""
+    return run_dir if member is None else os.path.join(run_dir, f"member_{member[0]}")
+
+
+# Per bagged member, the report keeps these of its fit_and_evaluate figures.
+MEMBER_REPORT_KEYS = ("epochs_run", "best_epoch", "stopped_early", "best_validation_loss", "train_steps",
+                      "fit_wall_s", EVAL_METRIC)
+
+
+def bagged_results(ensemble: keras.Model, member_results: list[dict[str, Any]], eval_ds: tf.data.Dataset,
+                   eval_steps: int | None, task: str, blessing_metric: str,
+                   global_batch_size: int) -> dict[str, Any]:
+    """The training report's figures for a bagged ensemble: the eval split scored by the
+    average the run serves, training totals over the members, and each member's own figures."""
+    evaluated = ensemble.evaluate(eval_ds, steps=eval_steps, verbose=0, return_dict=True)
+    metric = model.training_metric(task)
+    steps = sum(result["train_steps"] for result in member_results)
+    fit_s = sum(result["fit_wall_s"] for result in member_results)
+    first = member_results[0]
+    return {
+        "train_steps": steps,
+        "fit_wall_s": round(fit_s, 3),
+        "examples_per_second": round(steps * global_batch_size / max(fit_s, 1e-9), 1),
+        "first_epoch_examples_per_second": first["first_epoch_examples_per_second"],
+        **({"later_epochs_examples_per_second": first["later_epochs_examples_per_second"]}
+           if "later_epochs_examples_per_second" in first else {}),
+        f"final_train_{metric}": statistics.mean(result[f"final_train_{metric}"] for result in member_results),
+        f"final_eval_{metric}": float(evaluated[metric]),
+        **({EVAL_METRIC: float(evaluated[blessing_metric])} if blessing_metric in evaluated else {}),
+        "epochs_run": sum(result["epochs_run"] for result in member_results),
+        **({"class_weights": first["class_weights"]} if "class_weights" in first else {}),
+        "members": [{key: result[key] for key in MEMBER_REPORT_KEYS if key in result} for result in member_results],
+    }
 
 
 def vocabulary_sizes(
@@ -173,13 +265,12 @@ def class_names(tf_transform_output: tft.TFTransformOutput, spec: FeatureSpec) -
 
 def validation_slice(
     train_files: list[str], tf_transform_output: tft.TFTransformOutput, label_key: str,
-    global_batch_size: int, share: float, steps: EpochSteps,
+    global_batch_size: int, part: input.Part, steps: EpochSteps,
 ) -> tuple[tf.data.Dataset | None, EpochSteps]:
-    """The train split's validation slice and its batch count; None when the share is 0 or
-    the slice holds no row (a tiny table): then training runs every epoch."""
-    if share == 0:
+    """The train split's validation slice (part) and its batch count; None when its share is 0
+    or the slice holds no row (a tiny table): then training runs every epoch."""
+    if part.share == 0:
         return None, steps
-    part = input.Part(input.VALIDATION, share)
     validation_ds = input.input_dataset(train_files, tf_transform_output, label_key, global_batch_size,
                                         shuffle=False, part=part)
     batches = input.batches_per_epoch(validation_ds, train_files, global_batch_size, part)
@@ -223,18 +314,19 @@ def fit_and_evaluate(
     blessing_metric: str | None = None,
     validation_ds: tf.data.Dataset | None = None,
     class_weight: dict[int, float] | None = None,
+    member: tuple[int, int] | None = None,
 ) -> dict[str, Any]:
     """Trains, then evaluates once on the eval split; returns the measured figures for the
     training report. With validation_ds (a slice of the train split), training stops once
     its loss has not improved for `patience` epochs and keeps the best epoch's weights.
     steps None: Keras reads each epoch until the data ends; blessing_metric None: the
-    task's training metric."""
+    task's training metric. member: (i, of k) when this model is one of a bagged ensemble."""
     steps = steps or EpochSteps()
     counter = StepCounter(global_batch_size)
     started = time.perf_counter()
     blessing = blessing_metric or model.training_metric(task)
     callbacks: list[keras.callbacks.Callback] = [tensorboard(run_dir, training), counter,
-                                                 EpochLog(training.epochs, blessing)]
+                                                 EpochLog(training.epochs, blessing, member)]
     best = BestEpoch(training.patience) if validation_ds is not None else None
     history = classifier.fit(
         train_ds.repeat() if steps.train else train_ds,
@@ -300,10 +392,11 @@ class EpochLog(keras.callbacks.Callback):
     the blessing metric on that epoch's training batches, and its seconds. `turbotfx run`
     prints these lines; elsewhere (Vertex, Kubeflow) they are log lines."""
 
-    def __init__(self, epochs: int, metric: str) -> None:
+    def __init__(self, epochs: int, metric: str, member: tuple[int, int] | None = None) -> None:
         super().__init__()
         self.epochs = epochs
         self.metric = metric
+        self.member = member
         self._epoch_started = 0.0
 
     def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
@@ -316,7 +409,8 @@ class EpochLog(keras.callbacks.Callback):
         if "loss" not in logs or metric is None:
             return
         logging.info(progress.epoch_message(epoch + 1, self.epochs, float(logs["loss"]), metric,
-                                            float(logs[metric]), time.perf_counter() - self._epoch_started))
+                                            float(logs[metric]), time.perf_counter() - self._epoch_started,
+                                            self.member))
 
 
 class BestEpoch(keras.callbacks.EarlyStopping):

@@ -131,3 +131,27 @@ def test_the_validation_slice_and_the_rest_split_the_train_rows_the_same_way_eve
     np.testing.assert_array_equal(_rows(validation), validation_rows)
     assert input.batches_per_epoch(fit, pattern, 16, fit_part) == math.ceil(len(fit_rows) / 16)
     assert input.batches_per_epoch(validation, pattern, 16, validation_part) == math.ceil(len(validation_rows) / 16)
+
+
+def test_bagging_folds_tile_the_train_split_and_each_member_fits_on_the_rest(first_run):
+    """k-fold bagging: the k validation folds are disjoint and together the whole split, and
+    each member's fit part is exactly the split less its fold."""
+    examples, tf_transform_output = _transform_outputs(first_run)
+    split_dir = examples / "Split-train"
+    everything = _tfxio_rows(split_dir, tf_transform_output)
+    pattern = [str(split_dir / "*")]
+    folds = 4
+
+    def rows_of(part: input.Part) -> np.ndarray:
+        dataset = input.input_dataset(pattern, tf_transform_output, LABEL, batch_size=16, shuffle=False, part=part)
+        return _rows(dataset)
+
+    def sorted_rows(rows: np.ndarray) -> np.ndarray:
+        return rows[np.lexsort(rows.T[::-1])]
+
+    validation = [rows_of(input.Part(input.VALIDATION, 1 / folds, fold)) for fold in range(folds)]
+    np.testing.assert_array_equal(sorted_rows(np.concatenate(validation)), everything)
+    for fold, held_out in enumerate(validation):
+        assert 0.1 * len(everything) < len(held_out) < 0.4 * len(everything)
+        fit = rows_of(input.Part(input.FIT, 1 / folds, fold))
+        np.testing.assert_array_equal(sorted_rows(np.concatenate([fit, held_out])), everything)

@@ -37,8 +37,9 @@ COMMON_CONFIG = {"epochs": 1, "batch_size": PER_REPLICA_BATCH, "learning_rate": 
 BASELINE_FLAGS = {"strategy": "default", "precision": "float32", "xla": "off", "optimizer": "adam",
                   "accumulation_steps": 1, "scale_learning_rate": False, "tensorboard_histogram_freq": 0,
                   "profile_batches": "",
-                  # Every case trains on the whole train split, so its steps count from the records.
-                  "validation_share": 0.0}
+                  # Every case trains one model on the whole train split, so its steps count from
+                  # the records.
+                  "validation_share": 0.0, "bag_folds": 1}
 PLAIN = datasets.load("penguins").feature_spec()
 # An embedding_dim forces an embedding for island (penguins' vocabularies are one-hot sized).
 EMBEDDED = dataclasses.replace(PLAIN, categoricals=tuple(
@@ -59,6 +60,8 @@ CASES: dict[str, dict[str, Any]] = {
     "auto_one_hot": {"optimizer": "auto"},
     # A quarter of the train split held out: fewer training steps, and early stopping's report.
     "validation_slice": {"validation_share": 0.25},
+    # Three models, each stopping on its own third of the train split; their average is served.
+    "bagged": {"bag_folds": 3, "epochs": 2},
 }
 # Cases run_fn must refuse before training, with one line naming the cause and the fix:
 # accumulation needs whole batches, and penguins' training split is smaller than this one.
@@ -67,7 +70,7 @@ FAILING_CASES: dict[str, dict[str, Any]] = {
     "batch_larger_than_the_split": {"accumulation_steps": 2, "batch_size": TOO_LARGE_BATCH},
 }
 # Cases whose exported SavedModel is loaded and called (loading costs seconds each).
-SERVING_CASES = ("baseline", "bfloat16")
+SERVING_CASES = ("baseline", "bfloat16", "bagged")
 # (case, report key, the value the flag sets or resolves to, the case it must differ from).
 FLAG_EFFECTS = [
     ("mirrored", "strategy", "mirrored", "baseline"),
@@ -331,6 +334,24 @@ def test_the_validation_slice_leaves_fewer_training_rows_and_reports_the_best_ep
     assert steps(records // 2, PER_REPLICA_BATCH) <= report["train_steps"] < steps(records, PER_REPLICA_BATCH)
     assert (report["epochs_run"], report["best_epoch"], report["stopped_early"]) == (1, 1, False)
     assert "best_epoch" not in cases["baseline"]["report"]
+
+
+def test_bagging_trains_a_model_per_fold_on_the_rest_and_serves_their_average(cases):
+    records = cases["setup"]["train_records"]
+    report = cases["bagged"]["report"]
+    assert report["bag_folds"] == 3
+    assert len(report["members"]) == 3
+    for member in report["members"]:
+        # Each trains on about two thirds of the rows (a hash decides each row's fold), two epochs.
+        per_epoch = member["train_steps"] / member["epochs_run"]
+        assert steps(records // 2, PER_REPLICA_BATCH) <= per_epoch < steps(records, PER_REPLICA_BATCH)
+        assert member["epochs_run"] == 2 and 1 <= member["best_epoch"] <= 2
+    assert report["train_steps"] == sum(member["train_steps"] for member in report["members"])
+    assert report["epochs_run"] == 6
+    # The eval split is scored by the average, not by one member.
+    assert report["eval_metric"] == pytest.approx(report["final_eval_accuracy"])
+    assert len({member["eval_metric"] for member in report["members"]} | {report["eval_metric"]}) > 1
+    assert cases["baseline"]["report"]["bag_folds"] == 1 and "members" not in cases["baseline"]["report"]
 
 
 def test_mirrored_trains_two_replicas_on_twice_the_batch(cases):
