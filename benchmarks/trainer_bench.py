@@ -466,6 +466,7 @@ def measure_auto(bench: Bench, build: Callable) -> None:
     count (for data the pipeline caches, the one read of the files, filling the cache)
     and fit. Then a fresh model trains two epochs the same way: its first epoch, the count
     included, against its second."""
+    from trainer_module import config as training_config
     from trainer_module import hardware, input, model, optimizer_choice, train
 
     knobs = bench.config.training
@@ -477,10 +478,11 @@ def measure_auto(bench: Bench, build: Callable) -> None:
     spe = knobs.steps_per_execution
     strategy = hardware.build_strategy(choice.strategy)
     global_batch = bench.batch_size * strategy.num_replicas_in_sync  # as run_fn
-    # The model run_fn builds (dropout, the linear term, weight decay: the dataset's knobs).
-    make = build(choice.precision, choice.xla, spe, strategy=strategy, optimizer=optimizer,
-                 shape=model.Shape(dropout=knobs.dropout, numeric_encoding=knobs.numeric_encoding,
-                                   linear=knobs.linear),
+    # The model run_fn builds (dropout by the table's size, the linear term, weight decay: the
+    # dataset's knobs).
+    shape = model.Shape(dropout=training_config.dropout_rate(knobs, bench.train_records),
+                        numeric_encoding=knobs.numeric_encoding, linear=knobs.linear)
+    make = build(choice.precision, choice.xla, spe, strategy=strategy, optimizer=optimizer, shape=shape,
                  weight_decay=knobs.weight_decay)
     # run_fn's other knobs as the dataset sets them; no histograms to time.
     training = dataclasses.replace(knobs, epochs=bench.epochs, steps_per_execution=spe, tensorboard_histogram_freq=0)
@@ -513,10 +515,11 @@ def measure_auto(bench: Bench, build: Callable) -> None:
                   "trained_steps": trained, "ms_per_step": round(1000 * seconds / trained, 2),
                   **step_split(classifier, bench.cached_batches(), spe, choice.xla),
                   "strategy": choice.strategy, "precision": choice.precision, "xla": choice.xla,
-                  "optimizer": optimizer, "steps_per_execution": spe}
+                  "optimizer": optimizer, "steps_per_execution": spe, "dropout": shape.dropout}
         bench.results["auto"] = result
         print_variant("auto", result, f"  ({optimizer}, {choice.precision}, xla {choice.xla}, "
-                                      f"{choice.strategy}; counting the batches took {counted:.1f}s)")
+                                      f"{choice.strategy}, dropout {shape.dropout}; counting the batches took "
+                                      f"{counted:.1f}s)")
 
         report, counted = run_fn_training(make(), 2, run_dir)
         examples = report["train_steps"] / 2 * global_batch

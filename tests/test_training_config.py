@@ -36,15 +36,17 @@ BEFORE_TRAINING_CONFIG = {
 # Knobs added since, at their defaults: a run recorded before lacks them (diff shows them added).
 ADDED_SINCE = {"model_family": "dnn", "gbt_num_trees": 300, "gbt_max_depth": 6, "gbt_shrinkage": 0.1,
                "validation_share": 0.1, "patience": 10, "weight_decay": 0.0001, "dropout": 0.3,
-               "class_weight": "none", "linear": True, "numeric_encoding": "zscore", "bag_folds": 0}
+               "class_weight": "none", "linear": True, "numeric_encoding": "zscore", "bag_folds": 0,
+               "dropout_max_rows": 100_000}
 # Defaults changed since (issue 26's quality benchmark): epochs became a maximum that early
-# stopping cuts short. The built-in penguins file keeps its own 20.
+# stopping cuts short. The built-in penguins file keeps its own 20, and trains one model.
 CHANGED_SINCE = {"epochs": 100}
+PENGUINS_OWN = {"bag_folds": 1}
 
 
 @pytest.mark.parametrize("emitted, expected", [
     (TrainingConfig().to_config(), BEFORE_TRAINING_CONFIG | ADDED_SINCE | CHANGED_SINCE),
-    (PipelineConfig().training.to_config(), BEFORE_TRAINING_CONFIG | ADDED_SINCE),
+    (PipelineConfig().training.to_config(), BEFORE_TRAINING_CONFIG | ADDED_SINCE | PENGUINS_OWN),
 ])
 def test_to_config_emits_the_keys_and_json_types_of_before(emitted, expected):
     assert emitted == expected
@@ -174,8 +176,8 @@ def test_every_knob_is_a_dataset_key_and_a_flag_wins_over_it(tmp_path):
     home = str(tmp_path / "ws")
     from_file = cli_args.config_from_args(build_parser().parse_args(["run", "--home", home, "--dataset",
                                                                        str(dataset_file)]))
-    # penguins' file sets epochs = 20 beside the knobs added here.
-    assert from_file.training == TrainingConfig(epochs=20, strategy="mirrored", scale_learning_rate=True,
+    # penguins' file sets epochs = 20 and bag_folds = 1 beside the knobs added here.
+    assert from_file.training == TrainingConfig(epochs=20, bag_folds=1, strategy="mirrored", scale_learning_rate=True,
                                                 learning_rate=1.0)
     assert isinstance(from_file.training.learning_rate, float)
     flagged = cli_args.config_from_args(build_parser().parse_args([

@@ -202,3 +202,14 @@ def test_a_bagged_members_epoch_line_names_the_model_and_the_console_knows_it():
     assert line == "model 2/5  epoch 3/100  loss 0.4123  auc 0.8812  1.2s"
     assert progress.EPOCH_LINE.match(line)
     assert progress.EPOCH_LINE.match(progress.epoch_message(3, 100, 0.4, "auc", 0.8, 1.2))
+
+
+def test_dropout_applies_to_train_splits_up_to_its_row_limit():
+    training = TrainingConfig(dropout=0.3, dropout_max_rows=1000)
+    assert config.dropout_rate(training, 1000) == 0.3
+    assert config.dropout_rate(training, 1001) == 0.0
+    # 0: every size.
+    assert config.dropout_rate(TrainingConfig(dropout=0.3, dropout_max_rows=0), 10**7) == 0.3
+    assert config.dropout_rate(TrainingConfig(), TrainingConfig().dropout_max_rows + 1) == 0.0
+    with pytest.raises(ValueError, match="dropout max rows must be 0 or more"):
+        TrainingConfig(dropout_max_rows=-1).validate()

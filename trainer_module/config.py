@@ -57,6 +57,8 @@ class TrainingConfig:
                              "else 1 (default: {default})")
     weight_decay: float = knob(1e-4, "decoupled weight decay of the dense layers (AdamW; default: {default})")
     dropout: float = knob(0.3, "dropout rate after each hidden layer (default: {default})")
+    dropout_max_rows: int = knob(100_000, "dropout applies while the train split has at most this many rows; "
+                                          "larger tables train without it (0: always; default: {default})")
     class_weight: str = knob("none", "classification: weigh each class by its inverse frequency (balanced), "
                                      "trading accuracy for the minority classes' recall (default: {default})",
                              choices=CLASS_WEIGHTS, per_dataset=True)
@@ -128,6 +130,7 @@ class TrainingConfig:
                  f"bag folds must be in [0, {MAX_BAG_FOLDS}] (0 picks by the table's size), got {self.bag_folds}")
         _require(0 <= self.weight_decay < 1, f"weight decay must be in [0, 1), got {self.weight_decay}")
         _require(0 <= self.dropout < 1, f"dropout must be in [0, 1), got {self.dropout}")
+        _require(self.dropout_max_rows >= 0, f"dropout max rows must be 0 or more, got {self.dropout_max_rows}")
         _require(self.gbt_num_trees >= 1, f"gbt num trees must be at least 1, got {self.gbt_num_trees}")
         _require(self.gbt_max_depth >= 1, f"gbt max depth must be at least 1, got {self.gbt_max_depth}")
         _require(0 < self.gbt_shrinkage <= 1, f"gbt shrinkage must be in (0, 1], got {self.gbt_shrinkage}")
@@ -156,6 +159,15 @@ def bag_folds(training: TrainingConfig, train_rows: int) -> int:
     if training.validation_share == 0 or train_rows > BAG_MAX_ROWS:
         return 1
     return AUTO_BAG_FOLDS
+
+
+def dropout_rate(training: TrainingConfig, train_rows: int) -> float:
+    """The dropout a run trains with: none once the train split outgrows dropout_max_rows
+    (regularising a large table bought no accuracy, and the random draws cost about a third
+    of a training step: docs/speed.md)."""
+    if training.dropout_max_rows and train_rows > training.dropout_max_rows:
+        return 0.0
+    return training.dropout
 
 
 def knob_choices(config_class: type[TrainingConfig] = TrainingConfig) -> dict[str, tuple[str, ...]]:

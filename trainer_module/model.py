@@ -40,6 +40,7 @@ def build_model(
     label_mean: float = 0.0,
     label_std: float = 1.0,
     blessing_metric: str | None = None,
+    compiled: bool = True,
 ) -> keras.Model:
     """An MLP: z-scored numerics and encoded categoricals in; per task, class probabilities
     (softmax, multiclass), the positive class's probability (sigmoid, binary) or the value
@@ -58,6 +59,8 @@ def build_model(
     task's training_metric, so fit() and evaluate() report the number the Evaluator blesses on.
     weight_decay is decoupled (AdamW) and spares biases and embedding tables (decaying every
     row of a table on every step would undo the sparse optimizers' savings).
+    compiled False: no optimizer, loss or metrics (a member of a bagged ensemble, which
+    average() compiles; each compiled member would add its objects to the SavedModel).
     """
     inputs, deep, linear = _columns(spec, vocab_sizes, shape)
     x = keras.layers.Concatenate(name="features")(deep)
@@ -81,6 +84,8 @@ def build_model(
         model = AccumulatingModel(inputs=inputs, outputs=outputs, accumulation_steps=accumulation_steps)
     else:
         model = keras.Model(inputs=inputs, outputs=outputs)
+    if not compiled:
+        return model
     model.compile(
         optimizer=optimizers.build(optimizer, learning_rate, weight_decay),
         loss=loss,

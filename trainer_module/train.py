@@ -76,14 +76,17 @@ def run_fn(fn_args: FnArgs) -> None:
     eval_ds = input.input_dataset(fn_args.eval_files, tf_transform_output, label_key, global_batch_size, shuffle=False)
     learning_rate = effective_learning_rate(training, replicas)
     model_args = (spec, vocab_sizes, num_classes, training.hidden_units, learning_rate)
-    shape = model.Shape(dropout=training.dropout, numeric_encoding=training.numeric_encoding, linear=training.linear)
     # Reading before fit: for data the pipeline caches, this is its one read of the files.
     started = time.perf_counter()
     steps = input.epoch_steps(train_ds, fn_args.train_files, eval_ds, fn_args.eval_files, global_batch_size,
                               fit_part) if training.steps_per_execution > 1 else EpochSteps()
     fit_batches = steps.train if steps.train is not None else input.batches_per_epoch(
         train_ds, fn_args.train_files, global_batch_size, fit_part)
-    folds = config.bag_folds(training, round(fit_batches * global_batch_size / (1 - training.validation_share)))
+    # The size rules read the split's rows, about: the batches counted are of its fit part.
+    train_rows = round(fit_batches * global_batch_size / (1 - training.validation_share))
+    folds = config.bag_folds(training, train_rows)
+    shape = model.Shape(dropout=config.dropout_rate(training, train_rows), numeric_encoding=training.numeric_encoding,
+                        linear=training.linear)
     if folds == 1:
         label_scale: dict[str, Any] = input.label_statistics(train_ds) if spec.task == features.REGRESSION else {}
         validation_ds, steps = validation_slice(fn_args.train_files, tf_transform_output, label_key,
@@ -106,12 +109,12 @@ def run_fn(fn_args: FnArgs) -> None:
         fn_args.serving_model_dir, chief
     ) as export_dir:
         keras.mixed_precision.set_global_policy(choice.precision)
-        trained: list[keras.Model] = []
+        member_weights: list[list[np.ndarray]] = []
         member_results: list[dict[str, Any]] = []
         try:
-            for index, data in enumerate(members):
+            def build() -> keras.Model:
                 with strategy.scope():
-                    classifier = model.build_model(
+                    return model.build_model(
                         *model_args,
                         shape=shape,
                         weight_decay=training.weight_decay,
@@ -122,21 +125,32 @@ def run_fn(fn_args: FnArgs) -> None:
                         blessing_metric=blessing_metric,
                         **label_scale,
                     )
+
+            classifier = build()
+            for index, data in enumerate(members):
+                if index:
+                    # One model object trains every member: its traced training and evaluation
+                    # steps are reused (the data differs, its shapes do not); fresh weights
+                    # and optimizer state make each member a new model.
+                    restart(classifier, build().get_weights(), choice.xla)
                 member = (index + 1, folds) if folds > 1 else None
                 member_results.append(fit_and_evaluate(
                     classifier, data.train_ds, eval_ds, training, member_dir(run_dir, member), global_batch_size,
                     data.steps, task=spec.task, blessing_metric=blessing_metric, validation_ds=data.validation_ds,
                     class_weight=weights, member=member))
-                trained.append(classifier)
+                member_weights.append(classifier.get_weights())
             if folds == 1:
                 results: dict[str, Any] = member_results[0] | blessing_yardsticks(
-                    trained[0], fn_args, tf_transform_output, spec, blessing_metric, global_batch_size)
+                    classifier, fn_args, tf_transform_output, spec, blessing_metric, global_batch_size)
         finally:
             keras.mixed_precision.set_global_policy("float32")
 
         started = time.perf_counter()
-        copies = [serving_copy(member, model_args, label_scale, shape) for member in trained]
-        served = copies[0] if folds == 1 else model.average(copies, spec.task, blessing_metric)
+        if folds == 1:
+            served = plain_model(member_weights[0], model_args, label_scale, shape)
+        else:
+            served = model.average([plain_model(weights, model_args, label_scale, shape, compiled=False)
+                                    for weights in member_weights], spec.task, blessing_metric)
         if folds > 1:
             results = bagged_results(served, member_results, eval_ds, steps.eval, spec.task, blessing_metric,
                                      global_batch_size) \
@@ -145,6 +159,7 @@ def run_fn(fn_args: FnArgs) -> None:
         results["export_wall_s"] = round(time.perf_counter() - started, 3)
         results["read_before_fit_wall_s"] = round(read_s, 3)
         results["bag_folds"] = folds
+        results["dropout_applied"] = shape.dropout
         if chief:
             write_report(run_dir, {
                 **training.to_config(),
@@ -480,8 +495,23 @@ def tensorboard(model_run_dir: str, training: TrainingConfig) -> keras.callbacks
     )
 
 
+def restart(classifier: keras.Model, fresh_weights: list[np.ndarray], xla: bool) -> None:
+    """classifier as if newly built: the given initial weights, its optimizer's slots and step
+    count zeroed, XLA as chosen (fit_and_evaluate turns it off to evaluate)."""
+    classifier.set_weights(fresh_weights)
+    for variable in classifier.optimizer.variables:
+        variable.assign(tf.zeros_like(variable))
+    classifier.jit_compile = xla
+
+
 def serving_copy(trained: keras.Model, model_args: tuple, label_scale: dict[str, Any] | None = None,
                  shape: model.Shape = model.PLAIN) -> keras.Model:
+    """plain_model with the trained model's weights."""
+    return plain_model(trained.get_weights(), model_args, label_scale, shape)
+
+
+def plain_model(weights: list[np.ndarray], model_args: tuple, label_scale: dict[str, Any] | None = None,
+                shape: model.Shape = model.PLAIN, compiled: bool = True) -> keras.Model:
     """The trained weights in a plain float32 model, whatever training used.
 
     Always a fresh model: mixed-precision layers compute in a dtype that serves slowly on
@@ -491,9 +521,9 @@ def serving_copy(trained: keras.Model, model_args: tuple, label_scale: dict[str,
     variables.
     """
     # One keyword dict: model_args is an untyped tuple, so mypy cannot tell what it fills.
-    keywords: dict[str, Any] = {"shape": shape, **(label_scale or {})}
+    keywords: dict[str, Any] = {"shape": shape, "compiled": compiled, **(label_scale or {})}
     serving_model = model.build_model(*model_args, **keywords)
-    serving_model.set_weights(trained.get_weights())
+    serving_model.set_weights(weights)
     return serving_model
 
 

@@ -354,6 +354,11 @@ def test_bagging_trains_a_model_per_fold_on_the_rest_and_serves_their_average(ca
     assert cases["baseline"]["report"]["bag_folds"] == 1 and "members" not in cases["baseline"]["report"]
 
 
+def test_a_small_train_split_trains_with_the_dropout_set(cases):
+    # Penguins is far below dropout_max_rows: the knob's rate applies.
+    assert cases["baseline"]["report"]["dropout_applied"] == cases["baseline"]["report"]["dropout"] > 0
+
+
 def test_mirrored_trains_two_replicas_on_twice_the_batch(cases):
     records = cases["setup"]["train_records"]
     assert cases["mirrored"]["report"]["train_steps"] == steps(records, LOGICAL_CPUS * PER_REPLICA_BATCH)
