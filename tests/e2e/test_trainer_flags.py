@@ -61,7 +61,7 @@ CASES: dict[str, dict[str, Any]] = {
     # A quarter of the train split held out: fewer training steps, and early stopping's report.
     "validation_slice": {"validation_share": 0.25},
     # Three models, each stopping on its own third of the train split; their average is served.
-    "bagged": {"bag_folds": 3, "epochs": 2},
+    "bagged": {"bag_folds": 3},
 }
 # Cases run_fn must refuse before training, with one line naming the cause and the fix:
 # accumulation needs whole batches, and penguins' training split is smaller than this one.
@@ -342,12 +342,11 @@ def test_bagging_trains_a_model_per_fold_on_the_rest_and_serves_their_average(ca
     assert report["bag_folds"] == 3
     assert len(report["members"]) == 3
     for member in report["members"]:
-        # Each trains on about two thirds of the rows (a hash decides each row's fold), two epochs.
-        per_epoch = member["train_steps"] / member["epochs_run"]
-        assert steps(records // 2, PER_REPLICA_BATCH) <= per_epoch < steps(records, PER_REPLICA_BATCH)
-        assert member["epochs_run"] == 2 and 1 <= member["best_epoch"] <= 2
+        # Each trains on about two thirds of the rows (a hash decides each row's fold).
+        assert steps(records // 2, PER_REPLICA_BATCH) <= member["train_steps"] < steps(records, PER_REPLICA_BATCH)
+        assert (member["epochs_run"], member["best_epoch"]) == (1, 1)
     assert report["train_steps"] == sum(member["train_steps"] for member in report["members"])
-    assert report["epochs_run"] == 6
+    assert report["epochs_run"] == 3
     # The eval split is scored by the average, not by one member.
     assert report["eval_metric"] == pytest.approx(report["final_eval_accuracy"])
     assert len({member["eval_metric"] for member in report["members"]} | {report["eval_metric"]}) > 1
