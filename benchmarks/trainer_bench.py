@@ -467,7 +467,7 @@ def measure_auto(bench: Bench, build: Callable) -> None:
     and fit. Then a fresh model trains two epochs the same way: its first epoch, the count
     included, against its second."""
     from trainer_module import config as training_config
-    from trainer_module import hardware, input, model, optimizer_choice, train
+    from trainer_module import hardware, input, members, model, optimizer_choice, train
 
     knobs = bench.config.training
     devices = hardware.detect()
@@ -496,10 +496,10 @@ def measure_auto(bench: Bench, build: Callable) -> None:
                                      batch_size=global_batch, part=fit_part)
         eval_ds = bench.our_dataset(bench.eval_files, shuffle=False, batch_size=global_batch)
         steps = input.epoch_steps(train_ds, bench.train_files, eval_ds, bench.eval_files, global_batch, fit_part)
-        validation_ds, steps = train.validation_slice(bench.train_files, bench.tf_transform_output,
-                                                      bench.spec.transformed_label_key, global_batch,
-                                                      input.Part(input.VALIDATION, training.validation_share),
-                                                      steps)
+        validation_ds, steps = members.validation_slice(bench.train_files, bench.tf_transform_output,
+                                                        bench.spec.transformed_label_key, global_batch,
+                                                        input.Part(input.VALIDATION, training.validation_share),
+                                                        steps)
         counted = time.perf_counter() - started
         return train.fit_and_evaluate(classifier, train_ds, eval_ds, dataclasses.replace(training, epochs=epochs),
                                       run_dir, global_batch, steps, task=bench.spec.task,

@@ -15,7 +15,7 @@ import tf_keras as keras
 from absl import logging as absl_logging
 
 from pipeline.cli import console as console_lib
-from trainer_module import train
+from trainer_module import callbacks
 
 TICKER = "turbotfx-console-ticker"
 # What LocalDagRunner logs around a node (see console._RUNNING / _FINISHED).
@@ -131,7 +131,7 @@ def test_the_trainer_callbacks_epoch_lines_reach_the_console(absl_info):
                       metrics=[keras.metrics.BinaryAccuracy(name="accuracy"), keras.metrics.AUC(name="auc")])
         x = np.random.default_rng(0).normal(size=(64, 2)).astype("float32")
         y = (x[:, 0] > 0).astype("float32")
-        history = model.fit(x, y, epochs=3, batch_size=16, verbose=0, callbacks=[train.EpochLog(3, "auc")])
+        history = model.fit(x, y, epochs=3, batch_size=16, verbose=0, callbacks=[callbacks.EpochLog(3, "auc")])
     finally:
         logging.getLogger().removeHandler(handler)
     lines = stream.getvalue().splitlines()

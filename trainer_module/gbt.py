@@ -21,7 +21,7 @@ import tf_keras as keras
 from absl import logging
 from tfx.components.trainer.fn_args_utils import FnArgs
 
-from trainer_module import features, hardware, input, model, signatures, train
+from trainer_module import features, hardware, input, model, signatures, train, yardsticks
 from trainer_module.config import TrainingConfig
 from trainer_module.features import FeatureSpec
 
@@ -105,7 +105,7 @@ def run_fn(fn_args: FnArgs, training: TrainingConfig) -> None:
         "fit_wall_s": round(fit_s, 3),
         "gbt_trees": trees,
         f"final_eval_{metric}": float(eval_metrics[metric]),
-        **({train.EVAL_METRIC: float(eval_metrics[blessing_metric])} if blessing_metric in eval_metrics else {}),
+        **({yardsticks.EVAL_METRIC: float(eval_metrics[blessing_metric])} if blessing_metric in eval_metrics else {}),
     }
     results |= train.blessing_yardsticks(forest, fn_args, tf_transform_output, spec, blessing_metric,
                                          READ_BATCH_SIZE)

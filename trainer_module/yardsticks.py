@@ -17,7 +17,10 @@ from typing import Sequence
 import numpy as np
 
 # Entries of the training report (components/reporting_trainer/keys.py names the Model
-# artifact's properties they become: training_<entry>).
+# artifact's properties they become: training_<entry>): the model's blessing metric on the
+# whole train split and on the eval split, and the trivial baseline's.
+TRAIN_METRIC = "train_metric"
+EVAL_METRIC = "eval_metric"
 TRIVIAL_METRIC = "trivial_metric"
 TRIVIAL_PREDICTION = "trivial_prediction"
 TRIVIAL_NOTE = "trivial_note"  # why trivial_metric is absent, when it is
