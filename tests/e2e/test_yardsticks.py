@@ -28,6 +28,8 @@ from tests.conftest import turbotfx
 pytestmark = pytest.mark.e2e
 
 EPOCH_LINE = r"    epoch (\d+)/{epochs}  loss \d+\.\d{{4}}  {metric} \d+\.\d{{4}}  \d+\.\ds"
+# One model of a bagged ensemble (what small tables train by default) names itself first.
+MODEL_EPOCH_LINE = r"    model (\d+)/{models}  epoch (\d+)/{epochs}  loss \d+\.\d{{4}}  {metric} \d+\.\d{{4}}  \d+\.\ds"
 
 
 def latest_artifact(home: Path, type_name: str, node_id: str) -> metadata_store_pb2.Artifact:
@@ -65,6 +67,16 @@ def predict(home: Path, serialized: list[bytes]) -> dict[str, np.ndarray]:
 def epoch_lines(output: str, epochs: int, metric: str) -> list[int]:
     pattern = re.compile(EPOCH_LINE.format(epochs=epochs, metric=metric))
     return [int(match.group(1)) for line in output.splitlines() if (match := pattern.fullmatch(line))]
+
+
+def model_epoch_lines(output: str, models: int, epochs: int, metric: str) -> dict[int, list[int]]:
+    """Each bagged model's epoch numbers, in the order printed."""
+    pattern = re.compile(MODEL_EPOCH_LINE.format(models=models, epochs=epochs, metric=metric))
+    found: dict[int, list[int]] = {}
+    for line in output.splitlines():
+        if match := pattern.fullmatch(line):
+            found.setdefault(int(match.group(1)), []).append(int(match.group(2)))
+    return found
 
 
 def test_penguins_run_prints_each_epoch_and_records_honest_yardsticks(first_run):
@@ -114,7 +126,11 @@ def test_a_regression_records_the_train_mean_as_its_trivial_baseline(tmp_path):
     run = turbotfx("run", "--dataset", str(dataset_file), "--epochs", "10", "--blessing-threshold", "1e9",
                    home=home)
     assert run.exit_code == 0, run.output
-    assert epoch_lines(run.stdout, 10, "rmse") == list(range(1, 11)), run.stdout
+    # ~320 train rows: five bagged models by default, each stopping early on its own fold.
+    per_model = model_epoch_lines(run.stdout, 5, 10, "rmse")
+    assert sorted(per_model) == [1, 2, 3, 4, 5], run.stdout
+    assert all(epochs == list(range(1, len(epochs) + 1)) for epochs in per_model.values()), per_model
+    assert epoch_lines(run.stdout, 10, "rmse") == [], run.stdout
 
     props = latest_artifact(home, "Model", "Trainer").custom_properties
     train_rows, eval_rows = (split_examples(home, split) for split in ("train", "eval"))
