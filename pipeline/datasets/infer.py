@@ -7,7 +7,8 @@ the Parquet executor's), and TFDV computes its statistics. Then:
 - each column's role: numeric (decimals; whole numbers with many values), categorical
   (text with few values; whole numbers with at most CATEGORICAL_INT_MAX_VALUES), or ignore
   (empty or constant; ID-like: a different value in every row; free text: long values, or
-  more distinct values than FREE_TEXT_DISTINCT_FRACTION of the rows);
+  more distinct values than FREE_TEXT_DISTINCT_FRACTION of the rows; a leak: the column alone
+  predicts the label almost perfectly, datasets/leaks.py);
 - the task, from the label: text, or whole numbers with few values, is classification
   (binary for two classes); decimals, or whole numbers with many values, regression;
 - blessing bounds (DEFAULT_BLESSING; for a regression the label's standard deviation, the
@@ -37,6 +38,7 @@ from pipeline.datasets import (
     NAME_RE,
     checks,
     identifier_clash,
+    leaks,
     table,
 )
 from pipeline.errors import ConfigError, listed, shown
@@ -142,6 +144,17 @@ def role_of(column: Column) -> Decision:
         return decide("ignore", f"free text or identifiers: {n} distinct values in {present} rows "
                                 f"(more than {FREE_TEXT_DISTINCT_FRACTION:.0%})")
     return decide("categorical", f"text with {n} values")
+
+
+def unless_leak(decision: Decision, rows: pa.Table, label: str, task: str) -> Decision:
+    """The decision, or `ignore` when the column alone gives the label away (datasets/leaks.py)."""
+    if decision.role == "ignore":
+        return decision
+    found = leaks.evidence(rows.column(decision.column.name), decision.column.type, rows.column(label), task)
+    if found is None:
+        return decision
+    return Decision(decision.column, "ignore", f"leak? {found}; give it its role back if its value is known "
+                                               "before the label is")
 
 
 def choose_task(label: Column, task: str | None) -> tuple[str, int | None, str]:
@@ -287,7 +300,7 @@ def draft(data_root: Path, label: str, output: Path, fmt: str | None = None, tas
     label_column = next(c for c in columns if c.name == label)
     task, classes, task_reason = choose_task(label_column, task)
     checks.check_label_task(label_read, task)
-    decisions = tuple(role_of(c) for c in columns if c.name != label)
+    decisions = tuple(unless_leak(role_of(c), rows, label, task) for c in columns if c.name != label)
     clash = identifier_clash([label, *(d.column.name for d in decisions)])
     if clash is not None:
         first, second, name = clash

@@ -187,8 +187,14 @@ def test_a_csv_with_a_byte_order_mark_and_every_field_quoted(tmp_path):
 
 def test_regression_parquet_table(tmp_path):
     frame = customers(seed=2)
+    # The label restated in thousands, as a spreadsheet's derived column would: init must set
+    # it aside as a leak, and the model must do well without it.
+    frame["spend k"] = (frame[SPEND] / 1000).round(4)
     dataset_file, model_dir, init_output = init_and_run(tmp_path, frame, SPEND, "parquet")
     assert "regression" in init_output
+    [leak_line] = [line for line in init_output.splitlines() if line.split()[:2] == ["spend", "k"]]
+    assert leak_line.split()[2] == "ignore" and "leak? alone it predicts the label with R² " in leak_line
+    assert "spend k" not in [f.name for f in datasets.load(str(dataset_file)).model_features]
 
     outputs = serving_default(model_dir, frame)
     assert set(outputs) == {"prediction"}
