@@ -29,6 +29,7 @@ ROLES = {
     "rating": "categorical",  # integers 1..5, some missing
     "tier": "categorical",  # integers 1..3
     "visits": "numeric",  # integers 0..99: more than 20 values
+    "plan code": "categorical",  # integers 1..4 named as codes
     "source": "ignore",  # constant
     "comment": "ignore",  # long sentences (free text), some missing
     "email": "ignore",  # 150 distinct short strings in 200 rows
@@ -36,7 +37,7 @@ ROLES = {
     "price": "numeric",  # decimals (the regression label)
 }
 TYPES = {"customer id": "INT", "plan/type": "BYTES", "monthly charges": "FLOAT", "rating": "INT", "tier": "INT",
-         "visits": "INT", "source": "BYTES", "comment": "BYTES", "email": "BYTES", "churn": "BYTES", "price": "FLOAT"}
+         "visits": "INT", "plan code": "INT", "source": "BYTES", "comment": "BYTES", "email": "BYTES", "churn": "BYTES", "price": "FLOAT"}
 
 
 def table(seed: int = 0, rows: int = ROWS, scale: float = 1.0) -> pd.DataFrame:
@@ -49,6 +50,7 @@ def table(seed: int = 0, rows: int = ROWS, scale: float = 1.0) -> pd.DataFrame:
         "rating": pd.array(rng.integers(1, 6, rows), dtype="Int64"),
         "tier": rng.integers(1, 4, rows),
         "visits": (rng.integers(0, 100, rows) * scale).astype(int),
+        "plan code": rng.integers(1, 5, rows),
         "source": "web",
         "comment": rng.choice(SENTENCES, rows),
         "email": [f"user{i % 150}@example.com" for i in range(rows)],
@@ -349,6 +351,7 @@ def test_cli_init_prints_every_decision_and_writes_both_files(tables_on_disk, tm
 @pytest.mark.parametrize("args, message", [
     (["--label", "nope"], "no label column 'nope'"),
     (["--label", "churn", "--task", "regression"], "label column 'churn' holds text"),
+    (["--label", "churn", "--categorical-max", "-1"], "--categorical-max must be 0 or more, got -1"),
 ])
 def test_cli_init_bad_input_writes_nothing(tables_on_disk, tmp_path, args, message):
     _, roots = tables_on_disk
@@ -413,3 +416,31 @@ def test_a_rare_class_gets_the_class_weight_proposal(tmp_path, rare, proposed):
     from pipeline.cli.init import report
 
     assert any(advice in line for line in report(draft)) is proposed
+
+
+def test_categorical_max_moves_the_line_between_categories_and_quantities(tables_on_disk, tmp_path):
+    """rating has 5 values, tier 3, visits 100, plan code 4 (see table()). --categorical-max 0
+    makes every whole number a quantity except the one named as a code; 3 splits rating from
+    tier."""
+    _, roots = tables_on_disk
+
+    def roles(categorical_max: int) -> dict[str, infer.Decision]:
+        draft = infer.draft(roots["csv"], "churn", tmp_path / f"{categorical_max}.toml", categorical_max=categorical_max)
+        return {d.column.name: d for d in draft.decisions}
+
+    none = roles(0)
+    assert [none[c].role for c in ("rating", "tier", "visits", "plan code")] == \
+        ["numeric", "numeric", "numeric", "categorical"]
+    assert none["tier"].reason == "whole numbers with 3 values (more than 0: a quantity)"
+    assert none["plan code"].reason == "whole numbers with 4 values, named as codes"
+    three = roles(3)
+    assert (three["rating"].role, three["tier"].role) == ("numeric", "categorical")
+    assert three["tier"].reason == "whole numbers with 3 values (at most 3: categories)"
+
+
+@pytest.mark.parametrize("name, codes", [
+    ("customer_type", True), ("MOSTYPE", True), ("zip code", True), ("ProductID", True), ("store_ids", True),
+    ("age group", True), ("Seats", False), ("paid", False), ("Education", False), ("years", False),
+])
+def test_names_that_say_their_numbers_are_codes(name, codes):
+    assert infer.named_as_codes(name) is codes

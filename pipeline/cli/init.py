@@ -27,6 +27,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                       help="what to predict (default: from the label: text or few whole numbers are "
                            "classes, decimals a regression)")
     init.add_argument("--name", help="dataset name (default: from the dataset file's name)")
+    init.add_argument("--categorical-max", type=int, default=None, metavar="N",
+                      help="whole-number columns with at most N distinct values are categories, more "
+                           "are quantities (0: every whole number a quantity unless named as a code)")
     cli_args.add_table_format(init)
     init.add_argument("--force", action="store_true", help="overwrite the dataset file and its schema draft")
     cli_args.add_quiet_logging(init)
@@ -44,8 +47,9 @@ def handle(args: argparse.Namespace) -> int:
     config = cli_args.workspace_config(args)
     config_lib.ensure_writable_home(config)  # where the log goes
     with console.session(config.log_path, args.verbose) as out:
+        categorical_max = infer.DEFAULT_CATEGORICAL_MAX if args.categorical_max is None else args.categorical_max
         draft = infer.draft(data_root, args.label, output, fmt=args.format, task=args.task, name=args.name,
-                            force=args.force)
+                            force=args.force, categorical_max=categorical_max)
         draft_file.write(draft, force=args.force)
         for line in report(draft):
             out.line(line)

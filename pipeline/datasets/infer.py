@@ -4,8 +4,9 @@ of its curated schema, every decision with its reason.
 The table is read as ExampleGen will read it (datasets/table.py: the CSV decoder's types,
 the Parquet executor's), and TFDV computes its statistics. Then:
 
-- each column's role: numeric (decimals; whole numbers with many values), categorical
-  (text with few values; whole numbers with at most CATEGORICAL_INT_MAX_VALUES), or ignore
+- each column's role: numeric (decimals; whole numbers with many values), categorical (text
+  with few values; whole numbers named as codes, CODE_WORDS, or with at most --categorical-max
+  values, DEFAULT_CATEGORICAL_MAX), or ignore
   (empty or constant; ID-like: a different value in every row; free text: long values, or
   more distinct values than FREE_TEXT_DISTINCT_FRACTION of the rows; a leak: the column alone
   predicts the label almost perfectly, datasets/leaks.py);
@@ -49,9 +50,19 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from tensorflow_metadata.proto.v0 import statistics_pb2
 
-# Whole numbers with at most this many distinct values are categories (codes, ratings,
-# counts of a few); with more, a quantity. The same bound makes an integer label a class.
+# An integer label with at most this many distinct values is a class; with more, a quantity.
 CATEGORICAL_INT_MAX_VALUES = 20
+# Whole-number features with at most this many distinct values are categories (ratings,
+# levels, small counts); with more, a quantity. `init --categorical-max N` moves the line
+# (0: every whole number a quantity, unless named as a code): measured on the quality
+# benchmark, 0 helps some tables and costs Caravan (docs/quality.md), so 20 stays.
+DEFAULT_CATEGORICAL_MAX = 20
+# A whole-number column whose name's last word is one of these holds codes (customer_type,
+# zip code, ProductID, age group); so does one whose name ends in a longer one (MOSTYPE).
+CODE_WORDS = frozenset({"id", "code", "type", "zip", "class", "kind", "group", "category", "segment"})
+CODE_SUFFIXES = ("code", "type", "class", "group", "category")
+# ... and at most this many values (more: too many categories to learn each; a quantity).
+CODE_MAX_VALUES = 1000
 # Text whose values average more characters than this is free text, not categories.
 FREE_TEXT_MIN_LENGTH = 40
 # Text with more distinct values than this share of its rows (and more than
@@ -114,7 +125,14 @@ class Decision:
     reason: str
 
 
-def role_of(column: Column) -> Decision:
+def named_as_codes(name: str) -> bool:
+    """Whether a column's name says its numbers are codes (CODE_WORDS, CODE_SUFFIXES)."""
+    words = re.findall(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+", name)
+    last = words[-1].lower() if words else ""
+    return last in CODE_WORDS or last.removesuffix("s") in CODE_WORDS or last.endswith(CODE_SUFFIXES)
+
+
+def role_of(column: Column, categorical_max: int = DEFAULT_CATEGORICAL_MAX) -> Decision:
     """A feature's role and why: the rules in this module's docstring, in order."""
     n, present = column.distinct, column.present
 
@@ -133,10 +151,11 @@ def role_of(column: Column) -> Decision:
         what = "whole number" if column.type == INT else "value"
         return decide("ignore", f"ID-like: a different {what} in each of the {present} rows")
     if column.type == INT:
-        if n <= CATEGORICAL_INT_MAX_VALUES:
-            return decide("categorical", f"whole numbers with {n} values "
-                                         f"(at most {CATEGORICAL_INT_MAX_VALUES}: categories)")
-        return decide("numeric", f"whole numbers with {n} values (more than {CATEGORICAL_INT_MAX_VALUES}: a quantity)")
+        if named_as_codes(column.name) and n <= CODE_MAX_VALUES:
+            return decide("categorical", f"whole numbers with {n} values, named as codes")
+        if n <= categorical_max:
+            return decide("categorical", f"whole numbers with {n} values (at most {categorical_max}: categories)")
+        return decide("numeric", f"whole numbers with {n} values (more than {categorical_max}: a quantity)")
     if column.mean_length > FREE_TEXT_MIN_LENGTH:
         return decide("ignore", f"free text: values of {column.mean_length:.0f} characters on average "
                                 f"(more than {FREE_TEXT_MIN_LENGTH})")
@@ -283,8 +302,10 @@ def dataset_name(name: str | None, output: Path) -> str:
 
 
 def draft(data_root: Path, label: str, output: Path, fmt: str | None = None, task: str | None = None,
-          name: str | None = None, force: bool = False) -> Draft:
+          name: str | None = None, force: bool = False, categorical_max: int = DEFAULT_CATEGORICAL_MAX) -> Draft:
     """Reads the table and decides everything; writes nothing (see draft.write)."""
+    if categorical_max < 0:
+        raise ConfigError(f"--categorical-max must be 0 or more, got {categorical_max}")
     if fmt is not None and fmt not in FORMATS:
         raise ConfigError(f"format {fmt!r} is not one of {', '.join(FORMATS)}; choose one with --format")
     if task is not None and task not in TASKS:
@@ -300,7 +321,8 @@ def draft(data_root: Path, label: str, output: Path, fmt: str | None = None, tas
     label_column = next(c for c in columns if c.name == label)
     task, classes, task_reason = choose_task(label_column, task)
     checks.check_label_task(label_read, task)
-    decisions = tuple(unless_leak(role_of(c), rows, label, task) for c in columns if c.name != label)
+    decisions = tuple(unless_leak(role_of(c, categorical_max), rows, label, task)
+                      for c in columns if c.name != label)
     clash = identifier_clash([label, *(d.column.name for d in decisions)])
     if clash is not None:
         first, second, name = clash

@@ -1,6 +1,7 @@
 """A user's own table, no code edited: `turbotfx init` then `turbotfx run --dataset FILE`, for
 a binary label in CSV and a regression label in Parquet, each with awkward column names, an
-ID column, a constant column, an integer categorical, a string categorical and missing
+ID column, a constant column, an integer categorical (named as a code), a whole-number
+quantity, a string categorical and missing
 values. Predictions are checked through serving_default with tf.Examples built here from
 the data rows, not with the project's client."""
 
@@ -28,7 +29,7 @@ pytestmark = pytest.mark.e2e
 ROWS = 500
 # Columns as people name them: a space, a slash, parentheses, a dot, mixed case.
 ID, CHARGES, TENURE, PLAN, SEATS, REGION = ("customer id", "Monthly Charges", "tenure (months)",
-                                            "plan/type", "Seats", "region")
+                                            "plan/type", "Seat type", "region")
 CHURNED, SPEND = "churned", "annual spend.usd"
 
 
@@ -118,6 +119,9 @@ def test_binary_csv_table(tmp_path):
     assert (frame[CHURNED] == "yes").mean() > 0.55
     for column in (ID, REGION, PLAN, SEATS, CHARGES, TENURE):
         assert column in init_output
+    # Whole numbers: a code by its name (an integer vocabulary), a count (numeric).
+    roles = {feature.name: feature.role for feature in datasets.load(str(dataset_file)).features}
+    assert (roles[SEATS], roles[TENURE]) == ("categorical", "numeric"), roles
 
     outputs = serving_default(model_dir, frame)
     assert outputs["probabilities"].dtype == np.float32 and outputs["probabilities"].shape == (ROWS, 2)
@@ -136,7 +140,7 @@ def test_binary_csv_table(tmp_path):
         "Monthly_Charges": tf.constant(first[CHARGES].astype("float32").to_numpy()),
         "tenure_months": tf.constant(first[TENURE].astype("float32").to_numpy()),
         "plan_type": tf.constant(first[PLAN].fillna("").astype(str).to_numpy()),
-        "Seats": tf.constant(first[SEATS].astype("float32").to_numpy()),
+        "Seat_type": tf.constant(first[SEATS].astype("float32").to_numpy()),
     })
     np.testing.assert_allclose(raw_out["probabilities"].numpy(), outputs["probabilities"][:5], atol=1e-5)
 
