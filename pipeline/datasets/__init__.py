@@ -10,6 +10,7 @@ The package is the data wing; beside the dataset file (this module):
   checks     the checks on those files before TFX sees them (columns, rows, the label)
   infer      `turbotfx init`'s decisions (roles, task, positive class, slices, blessing),
              and `turbotfx schema infer`
+  leaks      the columns init sets aside because alone they give the label away
   draft      what `turbotfx init` writes: the dataset file's TOML, the schema draft
   prepare    a run's input: a built-in's rows written, the files checked, the curated
              schema copied by content
