@@ -165,11 +165,12 @@ def role_of(column: Column, categorical_max: int = DEFAULT_CATEGORICAL_MAX) -> D
     return decide("categorical", f"text with {n} values")
 
 
-def unless_leak(decision: Decision, rows: pa.Table, label: str, task: str) -> Decision:
-    """The decision, or `ignore` when the column alone gives the label away (datasets/leaks.py)."""
-    if decision.role == "ignore":
+def unless_leak(decision: Decision, rows: pa.Table, label: leaks.Target | None) -> Decision:
+    """The decision, or `ignore` when the column alone gives the label away (datasets/leaks.py;
+    label None: too few labelled rows to judge)."""
+    if decision.role == "ignore" or label is None:
         return decision
-    found = leaks.evidence(rows.column(decision.column.name), decision.column.type, rows.column(label), task)
+    found = leaks.evidence(rows.column(decision.column.name), decision.column.type, label)
     if found is None:
         return decision
     return Decision(decision.column, "ignore", f"leak? {found}; give it its role back if its value is known "
@@ -321,7 +322,8 @@ def draft(data_root: Path, label: str, output: Path, fmt: str | None = None, tas
     label_column = next(c for c in columns if c.name == label)
     task, classes, task_reason = choose_task(label_column, task)
     checks.check_label_task(label_read, task)
-    decisions = tuple(unless_leak(role_of(c, categorical_max), rows, label, task)
+    leak_target = leaks.target(rows.column(label), task)
+    decisions = tuple(unless_leak(role_of(c, categorical_max), rows, leak_target)
                       for c in columns if c.name != label)
     clash = identifier_clash([label, *(d.column.name for d in decisions)])
     if clash is not None:

@@ -12,6 +12,7 @@ however strong, stops short: its noise is doubled by the neighbour's.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -32,39 +33,57 @@ MIN_ROWS = 40
 SPLIT_SEED = 0
 
 
-def evidence(feature: pa.ChunkedArray, feature_type: str | None, label: pa.ChunkedArray, task: str) -> str | None:
-    """Why this column alone gives the label away, or None when it does not."""
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """The label as every column's test reads it, prepared once per table: which rows are
+    labelled, which of those fit, and the label as a matrix (the value, the positive class's
+    indicator, or one column per class)."""
+
+    task: str
+    labelled: pa.ChunkedArray  # boolean, one per row of the table
+    fit: np.ndarray  # over the labelled rows
+    matrix: np.ndarray  # labelled rows x columns
+
+
+def target(label: pa.ChunkedArray, task: str) -> Target | None:
+    """The label ready for evidence(); None when too few rows are labelled to judge."""
     import pyarrow.compute as pc
 
     labelled = pc.is_valid(label)
-    feature, label = pc.filter(feature, labelled), pc.filter(label, labelled)
-    if len(label) < MIN_ROWS:
+    values = pc.filter(label, labelled).to_numpy()
+    fit = np.random.default_rng(SPLIT_SEED).random(len(values)) < 0.5
+    if len(values) < MIN_ROWS or fit.all() or not fit.any():
         return None
+    if task == REGRESSION:
+        matrix = values.astype(np.float64)[:, None]
+    else:
+        classes = np.unique(values.astype(str), return_inverse=True)[1]
+        matrix = (classes == 1).astype(np.float64)[:, None] if task == BINARY else np.eye(int(classes.max()) + 1)[classes]
+    return Target(task, labelled, fit, matrix)
+
+
+def evidence(feature: pa.ChunkedArray, feature_type: str | None, label: Target) -> str | None:
+    """Why this column alone gives the label away, or None when it does not."""
+    import pyarrow.compute as pc
+
+    feature = pc.filter(feature, label.labelled)
     numeric = feature_type is not None and feature_type != BYTES
     missing = pc.is_null(feature, nan_is_null=True).to_numpy()
     values = pc.fill_null(feature, 0 if numeric else "").to_numpy()
     values = values.astype(np.float64) if numeric else values.astype(str)
-    target = label.to_numpy()
-    fit = np.random.default_rng(SPLIT_SEED).random(len(target)) < 0.5
-    if fit.all() or not fit.any():
-        return None
+    fit, held_out = label.fit, ~label.fit
+    predicted = _held_out_means(values, missing, numeric, label.matrix, fit)
     seen = "on rows it did not see"
-    if task == REGRESSION:
-        actual = target.astype(np.float64)
-        predicted = _held_out_means(values, missing, numeric, actual[:, None], fit)[:, 0]
-        r2 = _r2(actual[~fit], predicted)
+    if label.task == REGRESSION:
+        r2 = _r2(label.matrix[held_out, 0], predicted[:, 0])
         return f"alone it predicts the label with R² {r2:.4f} {seen}" if r2 >= LEAK_MIN_R2 else None
-    classes = np.unique(target.astype(str), return_inverse=True)[1]
-    if task == BINARY:
-        positive = classes == 1
-        scores = _held_out_means(values, missing, numeric, positive[:, None].astype(np.float64), fit)[:, 0]
-        auc = _auc(scores, positive[~fit])
+    if label.task == BINARY:
+        auc = _auc(predicted[:, 0], label.matrix[held_out, 0] == 1.0)
         return f"alone it predicts the label with AUC {auc:.4f} {seen}" if auc >= LEAK_MIN_AUC else None
-    one_hot = np.eye(int(classes.max()) + 1)[classes]
-    predicted_class = _held_out_means(values, missing, numeric, one_hot, fit).argmax(axis=1)
-    majority = int(one_hot[fit].sum(axis=0).argmax())
-    accuracy = float(np.mean(predicted_class == classes[~fit]))
-    trivial = float(np.mean(classes[~fit] == majority))
+    classes = label.matrix.argmax(axis=1)
+    majority = int(label.matrix[fit].sum(axis=0).argmax())
+    accuracy = float(np.mean(predicted.argmax(axis=1) == classes[held_out]))
+    trivial = float(np.mean(classes[held_out] == majority))
     if trivial < 1.0 and (accuracy - trivial) / (1.0 - trivial) >= LEAK_MIN_ERROR_CUT:
         return f"alone it predicts the label with accuracy {accuracy:.4f} {seen} (always the majority: {trivial:.4f})"
     return None
