@@ -5,8 +5,8 @@ the run when ExampleValidator found anomalies, and serving_check, which loads an
 the candidate the way TF Serving will. Five are executors swapped into stock TFX
 components: csv_example_gen (CsvExampleGen: the header read as Python's csv module reads
 it, byte-order mark and quotes included), parquet_example_gen (FileBasedExampleGen: zeros
-kept), reporting_trainer (Trainer), reporting_evaluator (Evaluator) and atomic_pusher
-(Pusher). baseline_model is the Resolver strategy behind the Evaluator's baseline (the
+kept, dates and timestamps as ISO text by formats.py), reporting_trainer (Trainer),
+reporting_evaluator (Evaluator) and atomic_pusher (Pusher). baseline_model is the Resolver strategy behind the Evaluator's baseline (the
 latest blessed and pushed model, never the candidate). Each that records something in MLMD
 has a keys.py: the names of its settings and of what it records. keys.py imports no TFX,
 so the CLI and the provenance queries read it without loading TFX. Their tests are in tests/.

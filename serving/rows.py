@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import datetime
 import difflib
 import math
+import re
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from tensorflow_metadata.proto.v0 import schema_pb2
 
 from serving.errors import RowError, ServingClientError
-from trainer_module.features import identifier
+from trainer_module.features import DATE_PATTERN, identifier
 
 # tf.Example and the model hold FLOAT features as float32: a larger value becomes inf.
 FLOAT32_MAX = 3.4028234663852886e38
@@ -38,6 +40,7 @@ class _Column:
     domain: str = ""  # the domain's name, for the message
     low: float | None = None
     high: float | None = None
+    date: bool = False  # a `date` feature: ISO text the model parses
 
 
 def _columns(schema: schema_pb2.Schema, label_key: str) -> dict[str, _Column]:
@@ -72,10 +75,11 @@ class RowSchema:
     schema file in messages."""
 
     def __init__(self, schema: schema_pb2.Schema, label_key: str, features: Sequence[str] | None = None,
-                 source: str = "the curated schema") -> None:
+                 source: str = "the curated schema", dates: Sequence[str] = ()) -> None:
         self.label_key = label_key
         self.source = source
-        self.columns = _columns(schema, label_key)
+        self.columns = {name: dataclasses.replace(column, date=name in dates)
+                        for name, column in _columns(schema, label_key).items()}
         self.types = {name: column.type for name, column in self.columns.items()}
         self.required = {name for name, column in self.columns.items() if column.required}
         self.features = tuple(features) if features is not None else tuple(self.types)
@@ -83,12 +87,13 @@ class RowSchema:
         self._required_sorted = tuple(sorted(self.required))
 
     @classmethod
-    def from_file(cls, path: str | Path, label_key: str, features: Sequence[str] | None = None) -> RowSchema:
+    def from_file(cls, path: str | Path, label_key: str, features: Sequence[str] | None = None,
+                  dates: Sequence[str] = ()) -> RowSchema:
         """The rows a schema text proto (a curated .schema.pbtxt) allows; messages name the file."""
         from google.protobuf import text_format
 
         schema = text_format.Parse(Path(path).read_text(), schema_pb2.Schema())
-        return cls(schema, label_key, features, source=str(path))
+        return cls(schema, label_key, features, source=str(path), dates=dates)
 
     def rows_from_csv(self, path: Path) -> list[dict[str, Any]]:
         """The rows of a CSV file with a header of feature names; an empty or NA cell is missing."""
@@ -194,6 +199,9 @@ def _value_problem(column: _Column, value: Any, source: str) -> str | None:
     if column.type == schema_pb2.BYTES:
         if not isinstance(value, str):
             return f"must be text, got {type(value).__name__} {_show(value)}; give one quoted value"
+        if column.date and not _is_date(value):
+            return (f"is {_show(value)}, not a date; give an ISO date such as 2024-03-15 or 2024-03-15 14:30 "
+                    "(year-month-day, a real day), or null (None) where it is missing")
         if column.values is not None and value not in column.values:
             near = difflib.get_close_matches(value, column.values, n=1)
             hint = f"did you mean {near[0]!r}? " if near else ""
@@ -223,6 +231,18 @@ def _value_problem(column: _Column, value: Any, source: str) -> str | None:
         return (f"is {_show(value)}, outside the schema's range ({allowed}, {source}); check the value and its "
                 "unit, or widen the range there and run the pipeline again")
     return None
+
+
+def _is_date(text: str) -> bool:
+    """Whether the model reads text as a date (trainer_module/dates.py: the pattern, a real
+    day, an hour below 24)."""
+    if not re.fullmatch(DATE_PATTERN, text):
+        return False
+    try:
+        datetime.date(int(text[:4]), int(text[5:7]), int(text[8:10]))
+    except ValueError:
+        return False
+    return not re.match(r".{10}[T ]", text) or (int(text[11:13]) < 24 and int(text[14:16]) < 60)
 
 
 def _listed(values: Sequence[str]) -> str:

@@ -173,7 +173,7 @@ def test_serving_uses_only_errors_and_atomic_of_pipeline():
 
 # The contracts of components/ that the data checks and the pipeline's settings share: names
 # and rules without TFX (each is in LIGHT_MODULES).
-COMPONENT_CONTRACTS = ("components.csv_example_gen.dialect",)
+COMPONENT_CONTRACTS = ("components.csv_example_gen.dialect", "components.parquet_example_gen.formats")
 
 
 def is_contract(module: str) -> bool:
@@ -220,7 +220,8 @@ LIGHT_MODULES = ("pipeline.cli", "pipeline.errors", "pipeline.config", "pipeline
                  "components.reporting_trainer.keys", "components.reporting_evaluator.keys",
                  "components.serving_check.keys", "components.atomic_pusher.keys",
                  "components.serving_check.loader_process", "trainer_module.config",
-                 "pipeline.datasets.table", "pipeline.datasets.checks", "components.csv_example_gen.dialect")
+                 "pipeline.datasets.table", "pipeline.datasets.checks", "components.csv_example_gen.dialect",
+                 "components.parquet_example_gen.formats")
 
 
 @pytest.mark.parametrize("module", LIGHT_MODULES)

@@ -22,6 +22,16 @@ BLESSING_METRIC_KEY = "blessing_metric"
 # Categorical features with at most this many ids (vocabulary + OOV) are one-hot
 # encoded; larger vocabularies get an embedding.
 ONE_HOT_MAX_IDS = 64
+# A date column's text: an ISO date, optionally with a time ("T" or a space between) and a
+# zone, which is ignored (the local time counts). Parquet timestamps arrive in this form
+# (ExampleGen writes them as text). Transform parses it in the graph (trainer_module/dates.py);
+# `init` and `predict`'s row checks match it with Python's re (RE2 reads it alike).
+DATE_PATTERN = r"\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?(Z|[+-]\d{2}:?\d{2})?"
+# What a date column becomes in Transform: days since the training dates' mean and the year
+# (both z-scored), and the position in each cycle as sine and cosine (0 and 0 when missing).
+DATE_SCALED_PARTS = ("days", "year")
+DATE_CYCLES = {"month": 12, "weekday": 7, "yearday": 366, "hour": 24}
+DATE_PARTS = (*DATE_SCALED_PARTS, *(f"{cycle}_{wave}" for cycle in DATE_CYCLES for wave in ("sin", "cos")))
 
 _NOT_IDENTIFIER = re.compile(r"[^A-Za-z0-9_]+")
 
@@ -48,6 +58,8 @@ class FeatureSpec:
     positive: str | None = None
     # Slots for categories Transform never saw in training.
     num_oov_buckets: int = 1
+    # Columns of ISO dates (DATE_PATTERN), expanded into DATE_PARTS.
+    date_keys: tuple[str, ...] = ()
 
     @property
     def categorical_keys(self) -> tuple[str, ...]:
@@ -55,7 +67,14 @@ class FeatureSpec:
 
     @property
     def feature_keys(self) -> tuple[str, ...]:
-        return (*self.numeric_keys, *self.categorical_keys)
+        return (*self.numeric_keys, *self.categorical_keys, *self.date_keys)
+
+    @property
+    def numeric_inputs(self) -> tuple[str, ...]:
+        """The transformed float features the model reads: each numeric column's, and each
+        date column's parts."""
+        return (*(transformed_name(key) for key in self.numeric_keys),
+                *(date_part_name(key, part) for key in self.date_keys for part in DATE_PARTS))
 
     @property
     def transformed_label_key(self) -> str:
@@ -78,6 +97,7 @@ class FeatureSpec:
                 {k: v for k, v in dataclasses.asdict(c).items() if v is not None} for c in self.categoricals
             ],
             **({"positive": self.positive} if self.positive is not None else {}),
+            **({"date": list(self.date_keys)} if self.date_keys else {}),
         }
 
     @classmethod
@@ -89,6 +109,7 @@ class FeatureSpec:
             numeric_keys=tuple(config["numeric"]),
             categoricals=tuple(Categorical(**c) for c in config["categorical"]),
             positive=config.get("positive"),
+            date_keys=tuple(config.get("date", ())),
         )
 
 
@@ -114,6 +135,12 @@ def identifier(column: str) -> str:
 
 def transformed_name(key: str) -> str:
     return f"{identifier(key)}_xf"
+
+
+def date_part_name(key: str, part: str) -> str:
+    """A date column's transformed part: '_xf_' inside, so no column's transformed_name
+    (which ends in '_xf') can be the same."""
+    return f"{identifier(key)}_xf_{part}"
 
 
 def vocabulary_name(key: str) -> str:

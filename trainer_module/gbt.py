@@ -57,7 +57,7 @@ class Forest(tf.Module):
 def build(spec: FeatureSpec, training: TrainingConfig, blessing_metric: str) -> keras.Model:
     """An untrained TF-DF GradientBoostedTreesModel over the spec's transformed features,
     compiled with the DNN's metrics (the task's training metric and the blessing metric)."""
-    usages = [tfdf.keras.FeatureUsage(features.transformed_name(key)) for key in spec.numeric_keys]
+    usages = [tfdf.keras.FeatureUsage(name) for name in spec.numeric_inputs]
     usages += [tfdf.keras.FeatureUsage(features.transformed_name(key), semantic=tfdf.keras.FeatureSemantic.CATEGORICAL)
                for key in spec.categorical_keys]
     forest = tfdf.keras.GradientBoostedTreesModel(
@@ -76,7 +76,7 @@ def build(spec: FeatureSpec, training: TrainingConfig, blessing_metric: str) -> 
 
 
 def input_names(spec: FeatureSpec) -> list[str]:
-    return [features.transformed_name(key) for key in spec.feature_keys]
+    return [*spec.numeric_inputs, *(features.transformed_name(key) for key in spec.categorical_keys)]
 
 
 def run_fn(fn_args: FnArgs, training: TrainingConfig) -> None:

@@ -121,8 +121,7 @@ def _columns(spec: FeatureSpec, vocab_sizes: Mapping[str, int], shape: Shape) ->
     (z-scored numbers, encoded categoricals) a linear term reads."""
     inputs: dict = {}
     numbers, categoricals = [], []
-    for key in spec.numeric_keys:
-        name = features.transformed_name(key)
+    for name in spec.numeric_inputs:
         inputs[name] = keras.Input(shape=(), name=name, dtype="float32")
         numbers.append(keras.layers.Reshape((1,), name=f"{name}_column")(inputs[name]))
     for categorical in spec.categoricals:

@@ -1,5 +1,6 @@
 """preprocessing_fn for Transform: impute and z-score numerics, vocabularies for categoricals,
-a label vocabulary for classification and the float label for regression."""
+dates expanded into scaled and cyclic parts, a label vocabulary for classification and the
+float label for regression."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any, Mapping
 import tensorflow as tf
 import tensorflow_transform as tft
 
-from trainer_module import autograph, features
+from trainer_module import autograph, dates, features
 
 autograph.skip_library_conversion()
 
@@ -31,6 +32,8 @@ def preprocessing_fn(inputs: dict, custom_config: Mapping[str, Any] | None = Non
             num_oov_buckets=spec.num_oov_buckets,
             vocab_filename=features.vocabulary_name(categorical.key),
         )
+    for key in spec.date_keys:
+        outputs.update(_date_parts(key, inputs[key]))
     label = inputs[spec.label_key]
     if spec.task == features.BINARY and spec.positive is not None:
         # The named positive class is id 1 (what TFMA's binary metrics are about); the
@@ -46,6 +49,29 @@ def preprocessing_fn(inputs: dict, custom_config: Mapping[str, Any] | None = Non
     else:
         outputs[spec.transformed_label_key] = _to_dense(tf.cast(label, tf.float32), default=0.0)
     return outputs
+
+
+def _date_parts(key: str, value: tf.Tensor | tf.SparseTensor) -> dict[str, tf.Tensor]:
+    """A date column's features.DATE_PARTS: the days and the year z-scored over the training
+    dates that parse (others imputed, as a missing number), each cycle as sine and cosine."""
+    parsed = dates.parse(_to_dense(value, default=""))
+    parts = {
+        features.date_part_name(key, part): _impute_and_z_score(_present_only(number, parsed.valid))
+        for part, number in zip(features.DATE_SCALED_PARTS, (parsed.days, parsed.year))
+    }
+    for cycle in features.DATE_CYCLES:
+        sine, cosine = dates.cyclic(parsed, cycle)
+        parts[features.date_part_name(key, f"{cycle}_sin")] = sine
+        parts[features.date_part_name(key, f"{cycle}_cos")] = cosine
+    return parts
+
+
+def _present_only(value: tf.Tensor, present: tf.Tensor) -> tf.SparseTensor:
+    """A [batch] tensor as a [batch, 1] SparseTensor holding only the present values, as
+    Transform reads a column that may be missing."""
+    rows = tf.where(present)
+    return tf.SparseTensor(tf.concat([rows, tf.zeros_like(rows)], axis=1), tf.boolean_mask(value, present),
+                           tf.stack([tf.shape(value, out_type=tf.int64)[0], tf.constant(1, tf.int64)]))
 
 
 def _as_text(value: tf.Tensor) -> tf.Tensor:

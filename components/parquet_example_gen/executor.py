@@ -4,11 +4,12 @@ TFX's parquet_executor converts rows with example_gen.utils.dict_to_example, whi
 `if not value`: every 0, 0.0 and False becomes a missing value, so a 0/1 label fails the
 schema and zeros in a numeric column are imputed as the mean. Here only null (and NaN, and
 an empty string, as an empty CSV cell is) is missing; types follow TFX's: integers (and
-booleans) int64, floats float, strings bytes.
+booleans) int64, floats float, strings bytes, dates and timestamps ISO text (bytes).
 """
 
 from __future__ import annotations
 
+import datetime
 import math
 import os
 from typing import Any
@@ -17,6 +18,8 @@ import apache_beam as beam
 import tensorflow as tf
 from tfx.components.example_gen.base_example_gen_executor import BaseExampleGenExecutor
 from tfx.types import standard_component_specs
+
+from components.parquet_example_gen.formats import DATE_FORMAT, TIMESTAMP_FORMAT
 
 
 def row_to_example(row: dict[str, Any]) -> tf.train.Example:
@@ -30,9 +33,19 @@ def row_to_example(row: dict[str, Any]) -> tf.train.Example:
         elif present and isinstance(present[0], float):
             feature.float_list.value.extend(present)
         elif present:
-            feature.bytes_list.value.extend(v if isinstance(v, bytes) else str(v).encode() for v in present)
+            feature.bytes_list.value.extend(_text(v) for v in present)
         features[key] = feature
     return tf.train.Example(features=tf.train.Features(feature=features))
+
+
+def _text(value: Any) -> bytes:
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, datetime.datetime):  # pandas' Timestamp too
+        return value.strftime(TIMESTAMP_FORMAT).encode()
+    if isinstance(value, datetime.date):
+        return value.strftime(DATE_FORMAT).encode()
+    return str(value).encode()
 
 
 def _missing(value: Any) -> bool:

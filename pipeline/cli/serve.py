@@ -213,7 +213,8 @@ def row_schema(spec: Dataset) -> RowSchema:
     """The rows of a dataset's model: its curated schema, label and model features."""
     from serving.rows import RowSchema
 
-    return RowSchema.from_file(spec.schema, spec.label, [f.name for f in spec.model_features])
+    return RowSchema.from_file(spec.schema, spec.label, [f.name for f in spec.model_features],
+                               dates=[f.name for f in spec.features if f.role == "date"])
 
 
 def _predict(args: argparse.Namespace, config) -> tuple[list, str]:

@@ -40,7 +40,7 @@ BUILTIN_DIR = Path(__file__).resolve().parent
 # A dataset, pipeline or model name: it names folders, MLMD contexts and TF Serving models.
 NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,62}$")
 FORMATS = ("csv", "parquet")
-ROLES = ("numeric", "categorical", "ignore")
+ROLES = ("numeric", "categorical", "date", "ignore")
 # Where a built-in's rows come from when no data root is given (see prepare.py).
 GENERATORS = ("penguins", "synthetic")
 # Blessing metrics and which way is better; a task's metrics are the ones TFMA computes for it.
@@ -121,6 +121,7 @@ class Dataset:
                 Categorical(f.name, f.max_tokens, f.frequency_threshold, f.embedding_dim)
                 for f in self.features if f.role == "categorical"
             ),
+            date_keys=tuple(f.name for f in self.features if f.role == "date"),
         )
 
     def text(self) -> str:
@@ -262,6 +263,11 @@ class _Reader:
                 raise self.fail(f"features.{feature.name}",
                                 f"numeric, but the schema types it {schema_pb2.FeatureType.Name(types[feature.name])}",
                                 "make it categorical or ignore (text cannot be scaled)")
+            if feature.role == "date" and types[feature.name] != schema_pb2.BYTES:
+                raise self.fail(f"features.{feature.name}",
+                                f"date, but the schema types it {schema_pb2.FeatureType.Name(types[feature.name])}",
+                                "dates are text such as 2024-03-15 (or Parquet timestamps): make it numeric, "
+                                "categorical or ignore")
 
     def dataset(self) -> Dataset:
         raw = self.raw
@@ -286,8 +292,8 @@ class _Reader:
         if label in features_table:
             raise self.fail(f"features.{label}", "the label is not a feature", "remove it from [features]")
         if not any(f.role != "ignore" for f in feature_list):
-            raise self.fail("features", "no numeric or categorical feature",
-                            "give at least one column the role \"numeric\" or \"categorical\"")
+            raise self.fail("features", "no numeric, categorical or date feature",
+                            "give at least one column the role \"numeric\", \"categorical\" or \"date\"")
         self.distinct_identifiers([label, *(f.name for f in feature_list)])
         classes = self.get(raw, "classes", int, default=None)
         if task == MULTICLASS and (classes is None or classes < 3):
@@ -328,7 +334,7 @@ class _Reader:
             value = {"role": value}
         if not isinstance(value, dict):
             raise self.fail(where, f"{value!r} is not a role", f"write \"{column}\" = \"numeric\", "
-                            "\"categorical\" or \"ignore\", or an inline table {role = ...}")
+                            "\"categorical\", \"date\" or \"ignore\", or an inline table {role = ...}")
         self.unknown_keys(value, _FEATURE_KEYS, f"{where}.")
         role = self.get(value, "role", str, f"{where}.", choices=ROLES)
         settings = {key: self.get(value, key, int, f"{where}.", default=None)

@@ -74,6 +74,7 @@ def dataset_toml(draft: Draft) -> str:
         f"slices = [{', '.join(_string(s) for s in draft.slices)}]",
         "",
         "# numeric: imputed and z-scored; categorical: a vocabulary (one-hot or embedded);",
+        "# date: ISO text, parsed into days, year and month/weekday/day-of-year/hour cycles;",
         "# ignore: not fed to the model.",
         "[features]",
     ]

@@ -6,7 +6,7 @@ the Parquet executor's), and TFDV computes its statistics. Then:
 
 - each column's role: numeric (decimals; whole numbers with many values), categorical (text
   with few values; whole numbers named as codes, CODE_WORDS, or with at most --categorical-max
-  values, DEFAULT_CATEGORICAL_MAX), or ignore
+  values, DEFAULT_CATEGORICAL_MAX), date (text that is ISO dates, Parquet timestamps), or ignore
   (empty or constant; ID-like: a different value in every row; free text: long values, or
   more distinct values than FREE_TEXT_DISTINCT_FRACTION of the rows; a leak: the column alone
   predicts the label almost perfectly, datasets/leaks.py);
@@ -44,7 +44,7 @@ from pipeline.datasets import (
 )
 from pipeline.errors import ConfigError, listed, shown
 from trainer_module import config as training_config
-from trainer_module.features import BINARY, MULTICLASS, REGRESSION, TASKS
+from trainer_module.features import BINARY, DATE_PATTERN, MULTICLASS, REGRESSION, TASKS
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -63,6 +63,8 @@ CODE_WORDS = frozenset({"id", "code", "type", "zip", "class", "kind", "group", "
 CODE_SUFFIXES = ("code", "type", "class", "group", "category")
 # ... and at most this many values (more: too many categories to learn each; a quantity).
 CODE_MAX_VALUES = 1000
+# Text of which at least this share of values are ISO dates (features.DATE_PATTERN) is a date.
+DATE_MIN_SHARE = 0.95
 # Text whose values average more characters than this is free text, not categories.
 FREE_TEXT_MIN_LENGTH = 40
 # Text with more distinct values than this share of its rows (and more than
@@ -92,6 +94,9 @@ class Column:
     values: tuple  # the distinct values, sorted, when at most CLOSED_DOMAIN_MAX_VALUES
     mean_length: float  # characters (text only)
     std_dev: float  # population standard deviation (numbers only)
+    dates: int = 0  # present values that are ISO dates (text only)
+    first_date: str = ""  # the earliest and latest of them, as written
+    last_date: str = ""
 
     @property
     def present(self) -> int:
@@ -114,14 +119,27 @@ def profile(rows: pa.Table, stats: statistics_pb2.DatasetFeatureStatisticsList) 
             if kind and distinct <= CLOSED_DOMAIN_MAX_VALUES else ()
         std_dev = feature.num_stats.std_dev if feature is not None and feature.HasField("num_stats") else 0.0
         mean_length = (pc.mean(pc.utf8_length(array)).as_py() or 0.0) if kind == BYTES else 0.0
-        found.append(Column(name, kind, len(array), array.null_count, distinct, values, mean_length, std_dev))
+        found.append(Column(name, kind, len(array), array.null_count, distinct, values, mean_length, std_dev,
+                            **(_dates(array) if kind == BYTES else {})))
     return found
+
+
+def _dates(array: pa.Array) -> dict[str, Any]:
+    """How many of a text column's values are ISO dates, and the first and last (ISO text
+    sorts by time)."""
+    import pyarrow.compute as pc
+
+    matching = array.filter(pc.fill_null(pc.match_substring_regex(array, f"^(?:{DATE_PATTERN})$"), False))
+    if not len(matching):
+        return {}
+    span = pc.min_max(matching)
+    return {"dates": len(matching), "first_date": span["min"].as_py(), "last_date": span["max"].as_py()}
 
 
 @dataclasses.dataclass(frozen=True)
 class Decision:
     column: Column
-    role: str  # numeric, categorical or ignore
+    role: str  # one of datasets.ROLES
     reason: str
 
 
@@ -147,6 +165,10 @@ def role_of(column: Column, categorical_max: int = DEFAULT_CATEGORICAL_MAX) -> D
         return decide("ignore", f"constant: {shown(column.values[0])} in every row that has a value")
     if column.type == FLOAT:
         return decide("numeric", "decimals")
+    if column.type == BYTES and column.dates >= DATE_MIN_SHARE * present:
+        others = present - column.dates
+        odd = f"; {others} values that are not dates are treated as missing" if others else ""
+        return decide("date", f"ISO dates from {column.first_date} to {column.last_date}{odd}")
     if n == present and present >= checks.MIN_ROWS and (column.type == BYTES or n > CATEGORICAL_INT_MAX_VALUES):
         what = "whole number" if column.type == INT else "value"
         return decide("ignore", f"ID-like: a different {what} in each of the {present} rows")

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from components.csv_example_gen import dialect
 from components.csv_example_gen.dialect import BYTES, FLOAT, INT, cell_type, column_type
+from components.parquet_example_gen.formats import DATE_FORMAT, TIMESTAMP_FORMAT
 from pipeline.errors import ConfigError, first_line, shown
 
 if TYPE_CHECKING:
@@ -58,12 +59,15 @@ def check_root(root: Path, what: str) -> None:
 # --- a Parquet column's type ------------------------------------------------------------------
 
 def arrow_type(data_type: pa.DataType) -> str | None:
-    """What TFX's Parquet executor writes for a column of this Arrow type; None: nothing
-    it can write (dates, times, decimals, lists, structs, ...), or an all-null column's."""
+    """What the Parquet executor writes for a column of this Arrow type (dates and
+    timestamps: ISO text); None: nothing it can write (times, decimals, lists, structs, ...),
+    or an all-null column's."""
     import pyarrow as pa
 
     if pa.types.is_dictionary(data_type):
         data_type = data_type.value_type
+    if pa.types.is_timestamp(data_type) or pa.types.is_date(data_type):
+        return BYTES
     if pa.types.is_integer(data_type) or pa.types.is_boolean(data_type):
         return INT
     if pa.types.is_floating(data_type):
@@ -240,10 +244,19 @@ def _count_absent(chunk: Any) -> int:
 
 
 def _plain(array: Any) -> Any:
-    """A dictionary-encoded column (pandas' category dtype) as its values."""
+    """A dictionary-encoded column (pandas' category dtype) as its values; dates and
+    timestamps as the ISO text ExampleGen writes."""
     import pyarrow as pa
+    import pyarrow.compute as pc
 
-    return array.dictionary_decode() if pa.types.is_dictionary(array.type) else array
+    if pa.types.is_dictionary(array.type):
+        array = array.dictionary_decode()
+    if pa.types.is_timestamp(array.type):
+        whole_seconds = pc.cast(array, pa.timestamp("s", array.type.tz), safe=False)
+        return pc.strftime(whole_seconds, format=TIMESTAMP_FORMAT)
+    if pa.types.is_date(array.type):
+        return pc.strftime(array, format=DATE_FORMAT)
+    return array
 
 
 def read_columns(path: Path, fmt: str, columns: Sequence[str] | None = None) -> pa.Table:
