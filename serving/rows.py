@@ -20,7 +20,7 @@ from typing import Any, Mapping, Sequence
 from tensorflow_metadata.proto.v0 import schema_pb2
 
 from serving.errors import RowError, ServingClientError
-from trainer_module.features import DATE_PATTERN, identifier
+from trainer_module.features import DATE_PATTERN, NUMBER_PATTERN, identifier
 
 # tf.Example and the model hold FLOAT features as float32: a larger value becomes inf.
 FLOAT32_MAX = 3.4028234663852886e38
@@ -41,6 +41,8 @@ class _Column:
     low: float | None = None
     high: float | None = None
     date: bool = False  # a `date` feature: ISO text the model parses
+    # A numeric feature held as text: numbers, or these texts (read as missing); None: not one.
+    missing_values: frozenset[str] | None = None
 
 
 def _columns(schema: schema_pb2.Schema, label_key: str) -> dict[str, _Column]:
@@ -75,11 +77,15 @@ class RowSchema:
     schema file in messages."""
 
     def __init__(self, schema: schema_pb2.Schema, label_key: str, features: Sequence[str] | None = None,
-                 source: str = "the curated schema", dates: Sequence[str] = ()) -> None:
+                 source: str = "the curated schema", dates: Sequence[str] = (),
+                 missing_values: Mapping[str, Sequence[str]] | None = None) -> None:
         self.label_key = label_key
         self.source = source
-        self.columns = {name: dataclasses.replace(column, date=name in dates)
-                        for name, column in _columns(schema, label_key).items()}
+        texts = missing_values or {}
+        self.columns = {name: dataclasses.replace(
+            column, date=name in dates,
+            missing_values=frozenset(texts[name]) if name in texts and column.type == schema_pb2.BYTES else None)
+            for name, column in _columns(schema, label_key).items()}
         self.types = {name: column.type for name, column in self.columns.items()}
         self.required = {name for name, column in self.columns.items() if column.required}
         self.features = tuple(features) if features is not None else tuple(self.types)
@@ -88,12 +94,13 @@ class RowSchema:
 
     @classmethod
     def from_file(cls, path: str | Path, label_key: str, features: Sequence[str] | None = None,
-                  dates: Sequence[str] = ()) -> RowSchema:
-        """The rows a schema text proto (a curated .schema.pbtxt) allows; messages name the file."""
+                  dates: Sequence[str] = (), missing_values: Mapping[str, Sequence[str]] | None = None) -> RowSchema:
+        """The rows a schema text proto (a curated .schema.pbtxt) allows; messages name the file.
+        dates: the `date` features; missing_values: each numeric feature's texts read as missing."""
         from google.protobuf import text_format
 
         schema = text_format.Parse(Path(path).read_text(), schema_pb2.Schema())
-        return cls(schema, label_key, features, source=str(path), dates=dates)
+        return cls(schema, label_key, features, source=str(path), dates=dates, missing_values=missing_values)
 
     def rows_from_csv(self, path: Path) -> list[dict[str, Any]]:
         """The rows of a CSV file with a header of feature names; an empty or NA cell is missing."""
@@ -155,7 +162,7 @@ class RowSchema:
                 continue
             kind = self.types[name]
             if kind == schema_pb2.BYTES:
-                features[name].bytes_list.value.append(value.encode())
+                features[name].bytes_list.value.append(_text(value).encode())
             elif kind == schema_pb2.INT:
                 features[name].int64_list.value.append(int(value))
             else:
@@ -171,7 +178,7 @@ class RowSchema:
         for name in self.features:
             value: Any = row.get(name)
             if self.types[name] == schema_pb2.BYTES:
-                instance[identifier(name)] = "" if _missing(value) else value
+                instance[identifier(name)] = "" if _missing(value) else _text(value)
             else:
                 instance[identifier(name)] = math.nan if _missing(value) else float(value)
         return instance
@@ -196,6 +203,8 @@ def _missing(value: Any) -> bool:
 
 def _value_problem(column: _Column, value: Any, source: str) -> str | None:
     """Why the schema forbids a (present) value of the column, and the fix; None: allowed."""
+    if column.missing_values is not None:
+        return _number_as_text_problem(column, value)
     if column.type == schema_pb2.BYTES:
         if not isinstance(value, str):
             return f"must be text, got {type(value).__name__} {_show(value)}; give one quoted value"
@@ -231,6 +240,25 @@ def _value_problem(column: _Column, value: Any, source: str) -> str | None:
         return (f"is {_show(value)}, outside the schema's range ({allowed}, {source}); check the value and its "
                 "unit, or widen the range there and run the pipeline again")
     return None
+
+
+def _number_as_text_problem(column: _Column, value: Any) -> str | None:
+    """A numeric feature held as text takes a finite number (or its text) or one of its
+    missing_values."""
+    assert column.missing_values is not None
+    if isinstance(value, str) and (value.strip() in column.missing_values or re.fullmatch(NUMBER_PATTERN, value)):
+        return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return None
+    named = _listed(sorted(repr(v) for v in column.missing_values))
+    return (f"is {_show(value)}, neither a finite number nor one of the values read as missing ({named}); "
+            "give a number, one of those, or null (None) where it is missing")
+
+
+def _text(value: Any) -> str:
+    """A value of a text feature as the data holds it: a number (a numeric feature held as
+    text) as Python writes it."""
+    return value if isinstance(value, str) else repr(value)
 
 
 def _is_date(text: str) -> bool:

@@ -27,6 +27,10 @@ ONE_HOT_MAX_IDS = 64
 # (ExampleGen writes them as text). Transform parses it in the graph (trainer_module/dates.py);
 # `init` and `predict`'s row checks match it with Python's re (RE2 reads it alike).
 DATE_PATTERN = r"\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?(Z|[+-]\d{2}:?\d{2})?"
+# A number written as text, as the CSV decoder reads one (a number column that also holds a
+# few text values, e.g. "T" for a trace of rain, arrives as text). Transform parses it in the
+# graph; `init` and `predict`'s row checks match it with Python's re and Arrow (RE2 alike).
+NUMBER_PATTERN = r"\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*"
 # What a date column becomes in Transform: days since the training dates' mean and the year
 # (both z-scored), and the position in each cycle as sine and cosine (0 and 0 when missing).
 DATE_SCALED_PARTS = ("days", "year")
@@ -60,6 +64,9 @@ class FeatureSpec:
     num_oov_buckets: int = 1
     # Columns of ISO dates (DATE_PATTERN), expanded into DATE_PARTS.
     date_keys: tuple[str, ...] = ()
+    # Numeric columns with text values read as missing, each with an indicator input (1 where
+    # the row held one of them): (key, values) pairs.
+    missing_values: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     @property
     def categorical_keys(self) -> tuple[str, ...]:
@@ -74,6 +81,7 @@ class FeatureSpec:
         """The transformed float features the model reads: each numeric column's, and each
         date column's parts."""
         return (*(transformed_name(key) for key in self.numeric_keys),
+                *(indicator_name(key) for key, _ in self.missing_values),
                 *(date_part_name(key, part) for key in self.date_keys for part in DATE_PARTS))
 
     @property
@@ -98,6 +106,8 @@ class FeatureSpec:
             ],
             **({"positive": self.positive} if self.positive is not None else {}),
             **({"date": list(self.date_keys)} if self.date_keys else {}),
+            **({"missing_values": {key: list(values) for key, values in self.missing_values}}
+               if self.missing_values else {}),
         }
 
     @classmethod
@@ -110,6 +120,7 @@ class FeatureSpec:
             categoricals=tuple(Categorical(**c) for c in config["categorical"]),
             positive=config.get("positive"),
             date_keys=tuple(config.get("date", ())),
+            missing_values=tuple((key, tuple(values)) for key, values in config.get("missing_values", {}).items()),
         )
 
 
@@ -141,6 +152,12 @@ def date_part_name(key: str, part: str) -> str:
     """A date column's transformed part: '_xf_' inside, so no column's transformed_name
     (which ends in '_xf') can be the same."""
     return f"{identifier(key)}_xf_{part}"
+
+
+def indicator_name(key: str) -> str:
+    """The input that is 1 where a numeric column held one of its missing_values ('_xf_'
+    inside, as date_part_name)."""
+    return f"{identifier(key)}_xf_marked"
 
 
 def vocabulary_name(key: str) -> str:

@@ -22,7 +22,9 @@ def preprocessing_fn(inputs: dict, custom_config: Mapping[str, Any] | None = Non
     spec = features.from_custom_config(custom_config)
     outputs = {}
     for key in spec.numeric_keys:
-        outputs[features.transformed_name(key)] = _impute_and_z_score(tf.cast(inputs[key], tf.float32))
+        outputs[features.transformed_name(key)] = _impute_and_z_score(_number(inputs[key]))
+    for key, values in spec.missing_values:
+        outputs[features.indicator_name(key)] = _marked(inputs[key], values)
     for categorical in spec.categoricals:
         value = inputs[categorical.key]
         outputs[features.transformed_name(categorical.key)] = tft.compute_and_apply_vocabulary(
@@ -49,6 +51,26 @@ def preprocessing_fn(inputs: dict, custom_config: Mapping[str, Any] | None = Non
     else:
         outputs[spec.transformed_label_key] = _to_dense(tf.cast(label, tf.float32), default=0.0)
     return outputs
+
+
+def _number(value: tf.Tensor | tf.SparseTensor) -> tf.Tensor | tf.SparseTensor:
+    """A numeric column as float32; one held as text (a number column with a few text values)
+    parsed, each text that is no number (features.NUMBER_PATTERN) missing."""
+    if value.dtype != tf.string:
+        return tf.cast(value, tf.float32)
+    text = tf.strings.strip(_to_dense(value, default=""))
+    readable = tf.strings.regex_full_match(text, features.NUMBER_PATTERN)
+    return _present_only(tf.strings.to_number(tf.where(readable, text, "0"), tf.float32), readable)
+
+
+def _marked(value: tf.Tensor | tf.SparseTensor, missing_values: tuple[str, ...]) -> tf.Tensor:
+    """1.0 where a row holds one of the column's missing_values (a trace of rain is not no
+    rain: the model may tell them apart), else 0.0; all 0.0 for a column held as numbers."""
+    if value.dtype != tf.string:
+        return tf.zeros_like(tf.reshape(_to_dense(tf.cast(value, tf.float32), default=0.0), [-1]))
+    text = tf.strings.strip(_to_dense(value, default=""))
+    named = tf.reduce_any(tf.equal(text[:, tf.newaxis], tf.constant(missing_values)[tf.newaxis, :]), axis=1)
+    return tf.cast(named, tf.float32)
 
 
 def _date_parts(key: str, value: tf.Tensor | tf.SparseTensor) -> dict[str, tf.Tensor]:

@@ -214,7 +214,8 @@ def row_schema(spec: Dataset) -> RowSchema:
     from serving.rows import RowSchema
 
     return RowSchema.from_file(spec.schema, spec.label, [f.name for f in spec.model_features],
-                               dates=[f.name for f in spec.features if f.role == "date"])
+                               dates=[f.name for f in spec.features if f.role == "date"],
+                               missing_values={f.name: f.missing_values for f in spec.features if f.missing_values})
 
 
 def _predict(args: argparse.Namespace, config) -> tuple[list, str]:

@@ -59,7 +59,7 @@ _TOP_KEYS = {"name", "data_root", "format", "label", "task", "classes", "positiv
 # [model]: the model family and its knobs, each a TrainingConfig knob ([training] may name it too).
 MODEL_KEYS = {"family": "model_family", "num_trees": "gbt_num_trees", "max_depth": "gbt_max_depth",
               "shrinkage": "gbt_shrinkage"}
-_FEATURE_KEYS = {"role", "max_tokens", "frequency_threshold", "embedding_dim"}
+_FEATURE_KEYS = {"role", "max_tokens", "frequency_threshold", "embedding_dim", "missing_values"}
 _KIND_NAMES = {int: "a whole number", float: "a number", str: "a quoted string", list: "a list [...]",
                dict: "a table", bool: "true or false"}
 
@@ -71,6 +71,9 @@ class Feature:
     max_tokens: int | None = None
     frequency_threshold: int | None = None
     embedding_dim: int | None = None
+    # numeric: text values that mean "no number here" (e.g. "T", a trace of rain), read as
+    # missing with an indicator; the column is then held as text.
+    missing_values: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,6 +125,8 @@ class Dataset:
                 for f in self.features if f.role == "categorical"
             ),
             date_keys=tuple(f.name for f in self.features if f.role == "date"),
+            missing_values=tuple((f.name, f.missing_values) for f in self.features
+                                 if f.role == "numeric" and f.missing_values),
         )
 
     def text(self) -> str:
@@ -259,10 +264,12 @@ class _Reader:
                 raise self.fail("schema", f"{path} has no feature {column!r}",
                                 "add it to the schema (every column of the data is in it)")
         for feature in feature_list:
-            if feature.role == "numeric" and types[feature.name] not in (schema_pb2.INT, schema_pb2.FLOAT):
+            if feature.role == "numeric" and not feature.missing_values and \
+                    types[feature.name] not in (schema_pb2.INT, schema_pb2.FLOAT):
                 raise self.fail(f"features.{feature.name}",
                                 f"numeric, but the schema types it {schema_pb2.FeatureType.Name(types[feature.name])}",
-                                "make it categorical or ignore (text cannot be scaled)")
+                                "make it categorical or ignore (text cannot be scaled), or name the text values "
+                                "that stand for no number: {role = \"numeric\", missing_values = [\"T\"]}")
             if feature.role == "date" and types[feature.name] != schema_pb2.BYTES:
                 raise self.fail(f"features.{feature.name}",
                                 f"date, but the schema types it {schema_pb2.FeatureType.Name(types[feature.name])}",
@@ -339,12 +346,18 @@ class _Reader:
         role = self.get(value, "role", str, f"{where}.", choices=ROLES)
         settings = {key: self.get(value, key, int, f"{where}.", default=None)
                     for key in ("max_tokens", "frequency_threshold", "embedding_dim")}
+        missing_values = self.get(value, "missing_values", list, f"{where}.", default=[])
+        if missing_values and role != "numeric":
+            raise self.fail(f"{where}.missing_values", "applies to numeric features only", "remove it")
+        if not all(isinstance(v, str) and v.strip() for v in missing_values):
+            raise self.fail(f"{where}.missing_values", f"{missing_values!r} is not a list of texts",
+                            "list the text values that stand for no number, e.g. [\"T\", \"n/a\"]")
         for key, setting in settings.items():
             if setting is not None and role != "categorical":
                 raise self.fail(f"{where}.{key}", "applies to categorical features only", "remove it")
             if setting is not None and setting < 1:
                 raise self.fail(f"{where}.{key}", f"{setting} is not positive", "use a whole number of 1 or more")
-        return Feature(column, role, **settings)
+        return Feature(column, role, **settings, missing_values=tuple(v.strip() for v in missing_values))
 
     def distinct_identifiers(self, columns: list[str]) -> None:
         clash = identifier_clash(columns)

@@ -73,7 +73,8 @@ def dataset_toml(draft: Draft) -> str:
         f"# slices: {_comment(draft.slice_reason)}",
         f"slices = [{', '.join(_string(s) for s in draft.slices)}]",
         "",
-        "# numeric: imputed and z-scored; categorical: a vocabulary (one-hot or embedded);",
+        "# numeric: imputed and z-scored (missing_values: texts read as missing, with an indicator);",
+        "# categorical: a vocabulary (one-hot or embedded);",
         "# date: ISO text, parsed into days, year and month/weekday/day-of-year/hour cycles;",
         "# ignore: not fed to the model.",
         "[features]",
@@ -81,7 +82,9 @@ def dataset_toml(draft: Draft) -> str:
     keys = [_key(d.column.name) for d in draft.decisions]
     width = max(len(k) for k in keys)
     for key, decision in zip(keys, draft.decisions):
-        lines.append(f"{key.ljust(width)} = {_string(decision.role).ljust(13)}  # {_comment(decision.reason)}")
+        role = _string(decision.role) if not decision.missing_values else \
+            f"{{role = {_string(decision.role)}, missing_values = {_value(decision.missing_values)}}}"
+        lines.append(f"{key.ljust(width)} = {role.ljust(13)}  # {_comment(decision.reason)}")
     blessing = draft.blessing
     if draft.task == REGRESSION:
         lines += ["", "# rmse of at most the label's standard deviation (the error of always predicting",

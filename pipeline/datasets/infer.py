@@ -6,7 +6,8 @@ the Parquet executor's), and TFDV computes its statistics. Then:
 
 - each column's role: numeric (decimals; whole numbers with many values), categorical (text
   with few values; whole numbers named as codes, CODE_WORDS, or with at most --categorical-max
-  values, DEFAULT_CATEGORICAL_MAX), date (text that is ISO dates, Parquet timestamps), or ignore
+  values, DEFAULT_CATEGORICAL_MAX; numbers with a few text values, those read as missing),
+  date (text that is ISO dates, Parquet timestamps), or ignore
   (empty or constant; ID-like: a different value in every row; free text: long values, or
   more distinct values than FREE_TEXT_DISTINCT_FRACTION of the rows; a leak: the column alone
   predicts the label almost perfectly, datasets/leaks.py);
@@ -44,7 +45,7 @@ from pipeline.datasets import (
 )
 from pipeline.errors import ConfigError, listed, shown
 from trainer_module import config as training_config
-from trainer_module.features import BINARY, DATE_PATTERN, MULTICLASS, REGRESSION, TASKS
+from trainer_module.features import BINARY, DATE_PATTERN, MULTICLASS, NUMBER_PATTERN, REGRESSION, TASKS
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -65,6 +66,12 @@ CODE_SUFFIXES = ("code", "type", "class", "group", "category")
 CODE_MAX_VALUES = 1000
 # Text of which at least this share of values are ISO dates (features.DATE_PATTERN) is a date.
 DATE_MIN_SHARE = 0.95
+# Text of which at least this share of values are numbers, and the rest at most
+# MISSING_VALUES_MAX distinct texts ("T" for a trace of rain, "n/a"), is numeric with those
+# texts read as missing (and an indicator), if its numbers are decimals or more than
+# --categorical-max distinct whole numbers.
+NUMBERS_MIN_SHARE = 0.5
+MISSING_VALUES_MAX = 3
 # Text whose values average more characters than this is free text, not categories.
 FREE_TEXT_MIN_LENGTH = 40
 # Text with more distinct values than this share of its rows (and more than
@@ -97,6 +104,12 @@ class Column:
     dates: int = 0  # present values that are ISO dates (text only)
     first_date: str = ""  # the earliest and latest of them, as written
     last_date: str = ""
+    numbers: int = 0  # present values that are numbers (text only)
+    number_values: int = 0  # distinct numbers among them
+    decimals: bool = False  # whether any of them has a fraction or an exponent
+    # The other values with their counts, most frequent first, when at most
+    # MISSING_VALUES_MAX of them (text only).
+    not_numbers: tuple[tuple[str, int], ...] = ()
 
     @property
     def present(self) -> int:
@@ -120,8 +133,27 @@ def profile(rows: pa.Table, stats: statistics_pb2.DatasetFeatureStatisticsList) 
         std_dev = feature.num_stats.std_dev if feature is not None and feature.HasField("num_stats") else 0.0
         mean_length = (pc.mean(pc.utf8_length(array)).as_py() or 0.0) if kind == BYTES else 0.0
         found.append(Column(name, kind, len(array), array.null_count, distinct, values, mean_length, std_dev,
-                            **(_dates(array) if kind == BYTES else {})))
+                            **(_dates(array) if kind == BYTES else {}), **(_numbers(array) if kind == BYTES else {})))
     return found
+
+
+def _numbers(array: pa.Array) -> dict[str, Any]:
+    """How many of a text column's values are numbers (the rest, if few, named and counted)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    is_number = pc.fill_null(pc.match_substring_regex(array, f"^(?:{NUMBER_PATTERN})$"), False)
+    numbers = array.filter(is_number)
+    if not len(numbers):
+        return {}
+    others = pc.value_counts(pc.utf8_trim_whitespace(array.filter(pc.invert(is_number)))).to_pylist()
+    others.sort(key=lambda pair: (-pair["counts"], pair["values"]))
+    return {
+        "numbers": len(numbers),
+        "number_values": pc.count_distinct(pc.cast(pc.utf8_trim_whitespace(numbers), pa.float64())).as_py(),
+        "decimals": pc.any(pc.match_substring_regex(numbers, r"[.eE]")).as_py(),
+        "not_numbers": tuple((p["values"], p["counts"]) for p in others) if len(others) <= MISSING_VALUES_MAX else (),
+    }
 
 
 def _dates(array: pa.Array) -> dict[str, Any]:
@@ -141,6 +173,7 @@ class Decision:
     column: Column
     role: str  # one of datasets.ROLES
     reason: str
+    missing_values: tuple[str, ...] = ()  # numeric: text values read as missing
 
 
 def named_as_codes(name: str) -> bool:
@@ -154,10 +187,10 @@ def role_of(column: Column, categorical_max: int = DEFAULT_CATEGORICAL_MAX) -> D
     """A feature's role and why: the rules in this module's docstring, in order."""
     n, present = column.distinct, column.present
 
-    def decide(role: str, reason: str) -> Decision:
+    def decide(role: str, reason: str, missing_values: tuple[str, ...] = ()) -> Decision:
         if column.missing and role != "ignore":
             reason += f"; {column.missing} of {column.rows} rows empty (imputed)"
-        return Decision(column, role, reason)
+        return Decision(column, role, reason, missing_values)
 
     if n == 0:
         return decide("ignore", "empty: no value in any row")
@@ -169,6 +202,11 @@ def role_of(column: Column, categorical_max: int = DEFAULT_CATEGORICAL_MAX) -> D
         others = present - column.dates
         odd = f"; {others} values that are not dates are treated as missing" if others else ""
         return decide("date", f"ISO dates from {column.first_date} to {column.last_date}{odd}")
+    if column.type == BYTES and column.not_numbers and column.numbers >= NUMBERS_MIN_SHARE * present and \
+            (column.decimals or column.number_values > categorical_max):
+        named = ", ".join(f"{shown(value)} in {count} rows" for value, count in column.not_numbers)
+        return decide("numeric", f"numbers, and {named}: read as missing, with an indicator",
+                      tuple(value for value, _ in column.not_numbers))
     if n == present and present >= checks.MIN_ROWS and (column.type == BYTES or n > CATEGORICAL_INT_MAX_VALUES):
         what = "whole number" if column.type == INT else "value"
         return decide("ignore", f"ID-like: a different {what} in each of the {present} rows")
