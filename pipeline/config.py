@@ -138,6 +138,10 @@ class PipelineConfig:
             self.training.validate()
         except ValueError as err:
             raise ConfigError(str(err)) from None
+        texts = [f.name for f in self.spec.features if f.role == "text"]
+        if self.training.model_family == "gbt" and texts:
+            raise ConfigError(f"the gbt family reads no text feature, and {texts[0]!r} is one "
+                              f"({self.spec.path}); train with --model dnn, or set its role to \"ignore\"")
         if self.metadata_url:
             parse_url(self.metadata_url)
         _require(self.train_buckets >= 1 and self.eval_buckets >= 1,

@@ -96,7 +96,7 @@ def test_regression_blesses_on_an_error_bound(tmp_path):
     (('slices = ["plan type"]', 'slices = ["city"]'), "slices: 'city' is not a column under [features]"),
     (('zip = {', '"zip code" = "numeric"\nzip_code = {'), "maps to the same TF name 'zip_code' as 'zip code'"),
     (('"monthly charges" = "numeric"', '"monthly charges" = "number"'),
-     "features.monthly charges.role: 'number' is not one of numeric, categorical, date, ignore"),
+     "features.monthly charges.role: 'number' is not one of numeric, categorical, date, text, ignore"),
     (('"monthly charges" = "numeric"', '"monthly charges" = {role = "numeric", max_tokens = 5}'),
      "features.monthly charges.max_tokens: applies to categorical features only"),
     (('task = "binary"', 'task = "multiclass"'), "classes: a multiclass task needs the number of label values"),

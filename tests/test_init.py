@@ -31,7 +31,7 @@ ROLES = {
     "visits": "numeric",  # integers 0..99: more than 20 values
     "plan code": "categorical",  # integers 1..4 named as codes
     "source": "ignore",  # constant
-    "comment": "ignore",  # long sentences (free text), some missing
+    "comment": "text",  # long sentences of many words (free text), some missing
     "email": "ignore",  # 150 distinct short strings in 200 rows
     "churn": "categorical",  # yes/no (the binary label)
     "price": "numeric",  # decimals (the regression label)

@@ -27,6 +27,16 @@ ONE_HOT_MAX_IDS = 64
 # (ExampleGen writes them as text). Transform parses it in the graph (trainer_module/dates.py);
 # `init` and `predict`'s row checks match it with Python's re (RE2 reads it alike).
 DATE_PATTERN = r"\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?(Z|[+-]\d{2}:?\d{2})?"
+# A text column: lower-cased words (runs of letters and digits), ids over a vocabulary of the
+# train split's TEXT_VOCABULARY_SIZE most frequent words (rarer ones share an out-of-vocabulary
+# id), the first TEXT_MAX_WORDS of each row (0 pads a shorter one), averaged as learned
+# TEXT_EMBEDDING_DIM-wide word embeddings in the model: a bag of words, tokenized in the
+# graph so serving_raw takes the raw text.
+TEXT_VOCABULARY_SIZE = 10_000
+TEXT_MIN_WORD_COUNT = 2  # a word seen once in training is out of vocabulary (typos, names)
+TEXT_MAX_WORDS = 64
+TEXT_EMBEDDING_DIM = 16
+TEXT_WORD_PATTERN = r"[^\pL\pN]+"  # what separates words (RE2: letters and digits in any script)
 # A number written as text, as the CSV decoder reads one (a number column that also holds a
 # few text values, e.g. "T" for a trace of rain, arrives as text). Transform parses it in the
 # graph; `init` and `predict`'s row checks match it with Python's re and Arrow (RE2 alike).
@@ -67,6 +77,8 @@ class FeatureSpec:
     # Numeric columns with text values read as missing, each with an indicator input (1 where
     # the row held one of them): (key, values) pairs.
     missing_values: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # Columns of free text, a bag of words each (TEXT_*).
+    text_keys: tuple[str, ...] = ()
 
     @property
     def categorical_keys(self) -> tuple[str, ...]:
@@ -74,7 +86,7 @@ class FeatureSpec:
 
     @property
     def feature_keys(self) -> tuple[str, ...]:
-        return (*self.numeric_keys, *self.categorical_keys, *self.date_keys)
+        return (*self.numeric_keys, *self.categorical_keys, *self.date_keys, *self.text_keys)
 
     @property
     def numeric_inputs(self) -> tuple[str, ...]:
@@ -108,6 +120,7 @@ class FeatureSpec:
             **({"date": list(self.date_keys)} if self.date_keys else {}),
             **({"missing_values": {key: list(values) for key, values in self.missing_values}}
                if self.missing_values else {}),
+            **({"text": list(self.text_keys)} if self.text_keys else {}),
         }
 
     @classmethod
@@ -121,6 +134,7 @@ class FeatureSpec:
             positive=config.get("positive"),
             date_keys=tuple(config.get("date", ())),
             missing_values=tuple((key, tuple(values)) for key, values in config.get("missing_values", {}).items()),
+            text_keys=tuple(config.get("text", ())),
         )
 
 

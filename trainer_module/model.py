@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Mapping, Sequence
 
+import tensorflow as tf
 import tf_keras as keras
 
 from trainer_module import dropout, features, optimizers
@@ -99,7 +100,8 @@ def build_model(
 def average(members: Sequence[keras.Model], task: str, blessing_metric: str | None = None) -> keras.Model:
     """One model whose output is the mean of the members' (class probabilities, or values):
     the bagged ensemble that is evaluated and served. Compiled for evaluate() only."""
-    inputs = {name: keras.Input(shape=(), name=name, dtype=tensor.dtype) for name, tensor in members[0].input.items()}
+    inputs = {name: keras.Input(shape=tensor.shape[1:], name=name, dtype=tensor.dtype)
+              for name, tensor in members[0].input.items()}
     outputs = keras.layers.Average(name="bagged", dtype="float32")([member(inputs) for member in members])
     ensemble = keras.Model(inputs=inputs, outputs=outputs)
     loss, metric = _loss_and_metric(task)
@@ -129,11 +131,29 @@ def _columns(spec: FeatureSpec, vocab_sizes: Mapping[str, int], shape: Shape) ->
         inputs[name] = keras.Input(shape=(), name=name, dtype="int64")
         num_ids = vocab_sizes[categorical.key] + spec.num_oov_buckets
         categoricals.append(_encode_categorical(inputs[name], name, num_ids, categorical.embedding_dim))
+    for key in spec.text_keys:
+        name = features.transformed_name(key)
+        inputs[name] = keras.Input(shape=(features.TEXT_MAX_WORDS,), name=name, dtype="int64")
+        # Ids 1..size are words, size + 1 is out of vocabulary, 0 pads (preprocessing.py).
+        words = keras.layers.Embedding(vocab_sizes[key] + 2, features.TEXT_EMBEDDING_DIM, name=f"{name}_embedding")(
+            inputs[name])
+        categoricals.append(MeanOfWords(name=f"{name}_mean")([words, inputs[name]]))
     deep_numbers = numbers
     if numbers and shape.numeric_encoding == "plr":
         stacked = numbers[0] if len(numbers) == 1 else keras.layers.Concatenate(name="numbers")(numbers)
         deep_numbers = [PeriodicEmbedding(name="periodic_numbers")(stacked)]
     return inputs, [*deep_numbers, *categoricals], [*numbers, *categoricals]
+
+
+class MeanOfWords(keras.layers.Layer):
+    """The mean of a text's word embeddings, padding (id 0) left out; zeros for a text with no
+    word (Keras' masked average pooling divides by zero there)."""
+
+    def call(self, inputs: list) -> tf.Tensor:
+        embedded, ids = inputs
+        present = tf.cast(tf.not_equal(ids, 0), embedded.dtype)[:, :, tf.newaxis]
+        count = tf.reduce_sum(present, axis=1)
+        return tf.reduce_sum(embedded * present, axis=1) / tf.maximum(count, tf.ones_like(count))
 
 
 def compiled_metrics(task: str, task_metric: type, blessing_metric: str | None) -> list[keras.metrics.Metric]:
@@ -157,8 +177,8 @@ def training_metric(task: str) -> str:
 
 
 def has_embeddings(spec: FeatureSpec, vocab_sizes: Mapping[str, int]) -> bool:
-    """Whether the model embeds any categorical feature (else all are one-hot)."""
-    return any(
+    """Whether the model embeds any categorical or text feature (else all are one-hot)."""
+    return bool(spec.text_keys) or any(
         _embedded(vocab_sizes[c.key] + spec.num_oov_buckets, c.embedding_dim) for c in spec.categoricals
     )
 

@@ -36,6 +36,8 @@ def preprocessing_fn(inputs: dict, custom_config: Mapping[str, Any] | None = Non
         )
     for key in spec.date_keys:
         outputs.update(_date_parts(key, inputs[key]))
+    for key in spec.text_keys:
+        outputs[features.transformed_name(key)] = _word_ids(key, inputs[key])
     label = inputs[spec.label_key]
     if spec.task == features.BINARY and spec.positive is not None:
         # The named positive class is id 1 (what TFMA's binary metrics are about); the
@@ -71,6 +73,17 @@ def _marked(value: tf.Tensor | tf.SparseTensor, missing_values: tuple[str, ...])
     text = tf.strings.strip(_to_dense(value, default=""))
     named = tf.reduce_any(tf.equal(text[:, tf.newaxis], tf.constant(missing_values)[tf.newaxis, :]), axis=1)
     return tf.cast(named, tf.float32)
+
+
+def _word_ids(key: str, value: tf.Tensor | tf.SparseTensor) -> tf.Tensor:
+    """A text column as [batch, TEXT_MAX_WORDS] word ids: 0 pads a shorter text, 1 to the
+    vocabulary's size are its words (most frequent first), one more is out of vocabulary."""
+    text = tf.strings.lower(_to_dense(value, default=""), encoding="utf-8")
+    words = tf.strings.split(tf.strings.strip(tf.strings.regex_replace(text, features.TEXT_WORD_PATTERN, " ")))
+    ids = tft.compute_and_apply_vocabulary(
+        words, top_k=features.TEXT_VOCABULARY_SIZE, frequency_threshold=features.TEXT_MIN_WORD_COUNT,
+        num_oov_buckets=1, vocab_filename=features.vocabulary_name(key))
+    return (ids + 1).to_tensor(default_value=0, shape=[None, features.TEXT_MAX_WORDS])
 
 
 def _date_parts(key: str, value: tf.Tensor | tf.SparseTensor) -> dict[str, tf.Tensor]:

@@ -178,11 +178,11 @@ def run_fn(fn_args: FnArgs) -> None:
 def vocabulary_sizes(
     tf_transform_output: tft.TFTransformOutput, spec: FeatureSpec
 ) -> tuple[dict[str, int], int]:
-    """Each categorical feature's vocabulary size, and the number of label classes (1 for
-    regression)."""
+    """Each categorical and text feature's vocabulary size, and the number of label classes
+    (1 for regression)."""
     sizes = {
         key: tf_transform_output.vocabulary_size_by_name(features.vocabulary_name(key))
-        for key in spec.categorical_keys
+        for key in (*spec.categorical_keys, *spec.text_keys)
     }
     if not spec.is_classification:
         return sizes, 1

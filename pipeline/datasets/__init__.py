@@ -40,7 +40,7 @@ BUILTIN_DIR = Path(__file__).resolve().parent
 # A dataset, pipeline or model name: it names folders, MLMD contexts and TF Serving models.
 NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,62}$")
 FORMATS = ("csv", "parquet")
-ROLES = ("numeric", "categorical", "date", "ignore")
+ROLES = ("numeric", "categorical", "date", "text", "ignore")
 # Where a built-in's rows come from when no data root is given (see prepare.py).
 GENERATORS = ("penguins", "synthetic")
 # Blessing metrics and which way is better; a task's metrics are the ones TFMA computes for it.
@@ -125,6 +125,7 @@ class Dataset:
                 for f in self.features if f.role == "categorical"
             ),
             date_keys=tuple(f.name for f in self.features if f.role == "date"),
+            text_keys=tuple(f.name for f in self.features if f.role == "text"),
             missing_values=tuple((f.name, f.missing_values) for f in self.features
                                  if f.role == "numeric" and f.missing_values),
         )
@@ -270,11 +271,13 @@ class _Reader:
                                 f"numeric, but the schema types it {schema_pb2.FeatureType.Name(types[feature.name])}",
                                 "make it categorical or ignore (text cannot be scaled), or name the text values "
                                 "that stand for no number: {role = \"numeric\", missing_values = [\"T\"]}")
-            if feature.role == "date" and types[feature.name] != schema_pb2.BYTES:
+            if feature.role in ("date", "text") and types[feature.name] != schema_pb2.BYTES:
+                what = ("dates are text such as 2024-03-15 (or Parquet timestamps)" if feature.role == "date"
+                        else "a text feature's words need text")
                 raise self.fail(f"features.{feature.name}",
-                                f"date, but the schema types it {schema_pb2.FeatureType.Name(types[feature.name])}",
-                                "dates are text such as 2024-03-15 (or Parquet timestamps): make it numeric, "
-                                "categorical or ignore")
+                                f"{feature.role}, but the schema types it "
+                                f"{schema_pb2.FeatureType.Name(types[feature.name])}",
+                                f"{what}: make it numeric, categorical or ignore")
 
     def dataset(self) -> Dataset:
         raw = self.raw
@@ -299,8 +302,8 @@ class _Reader:
         if label in features_table:
             raise self.fail(f"features.{label}", "the label is not a feature", "remove it from [features]")
         if not any(f.role != "ignore" for f in feature_list):
-            raise self.fail("features", "no numeric, categorical or date feature",
-                            "give at least one column the role \"numeric\", \"categorical\" or \"date\"")
+            raise self.fail("features", "no numeric, categorical, date or text feature",
+                            "give at least one column the role \"numeric\", \"categorical\", \"date\" or \"text\"")
         self.distinct_identifiers([label, *(f.name for f in feature_list)])
         classes = self.get(raw, "classes", int, default=None)
         if task == MULTICLASS and (classes is None or classes < 3):
@@ -341,7 +344,7 @@ class _Reader:
             value = {"role": value}
         if not isinstance(value, dict):
             raise self.fail(where, f"{value!r} is not a role", f"write \"{column}\" = \"numeric\", "
-                            "\"categorical\", \"date\" or \"ignore\", or an inline table {role = ...}")
+                            "\"categorical\", \"date\", \"text\" or \"ignore\", or an inline table {role = ...}")
         self.unknown_keys(value, _FEATURE_KEYS, f"{where}.")
         role = self.get(value, "role", str, f"{where}.", choices=ROLES)
         settings = {key: self.get(value, key, int, f"{where}.", default=None)

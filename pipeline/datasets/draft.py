@@ -76,6 +76,7 @@ def dataset_toml(draft: Draft) -> str:
         "# numeric: imputed and z-scored (missing_values: texts read as missing, with an indicator);",
         "# categorical: a vocabulary (one-hot or embedded);",
         "# date: ISO text, parsed into days, year and month/weekday/day-of-year/hour cycles;",
+        "# text: words, a vocabulary of the most frequent, averaged learned embeddings;",
         "# ignore: not fed to the model.",
         "[features]",
     ]

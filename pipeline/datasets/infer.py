@@ -7,10 +7,11 @@ the Parquet executor's), and TFDV computes its statistics. Then:
 - each column's role: numeric (decimals; whole numbers with many values), categorical (text
   with few values; whole numbers named as codes, CODE_WORDS, or with at most --categorical-max
   values, DEFAULT_CATEGORICAL_MAX; numbers with a few text values, those read as missing),
-  date (text that is ISO dates, Parquet timestamps), or ignore
-  (empty or constant; ID-like: a different value in every row; free text: long values, or
-  more distinct values than FREE_TEXT_DISTINCT_FRACTION of the rows; a leak: the column alone
-  predicts the label almost perfectly, datasets/leaks.py);
+  date (text that is ISO dates, Parquet timestamps), text (free text: long values, or more
+  distinct values than FREE_TEXT_DISTINCT_FRACTION of the rows, of TEXT_MIN_WORDS words or
+  more), or ignore (empty or constant; ID-like: a different value in every row; free text of
+  fewer words; a leak: the column alone predicts the label almost perfectly,
+  datasets/leaks.py);
 - the task, from the label: text, or whole numbers with few values, is classification
   (binary for two classes); decimals, or whole numbers with many values, regression;
 - blessing bounds (DEFAULT_BLESSING; for a regression the label's standard deviation, the
@@ -72,6 +73,10 @@ DATE_MIN_SHARE = 0.95
 # --categorical-max distinct whole numbers.
 NUMBERS_MIN_SHARE = 0.5
 MISSING_VALUES_MAX = 3
+# Free text (long values, or more distinct values than FREE_TEXT_DISTINCT_FRACTION of the rows)
+# of at least this many words on average is a `text` feature; with fewer (hashes, names,
+# codes), it is ignored.
+TEXT_MIN_WORDS = 3
 # Text whose values average more characters than this is free text, not categories.
 FREE_TEXT_MIN_LENGTH = 40
 # Text with more distinct values than this share of its rows (and more than
@@ -101,6 +106,7 @@ class Column:
     values: tuple  # the distinct values, sorted, when at most CLOSED_DOMAIN_MAX_VALUES
     mean_length: float  # characters (text only)
     std_dev: float  # population standard deviation (numbers only)
+    mean_words: float = 0.0  # words separated by white space (text only)
     dates: int = 0  # present values that are ISO dates (text only)
     first_date: str = ""  # the earliest and latest of them, as written
     last_date: str = ""
@@ -133,7 +139,7 @@ def profile(rows: pa.Table, stats: statistics_pb2.DatasetFeatureStatisticsList) 
         std_dev = feature.num_stats.std_dev if feature is not None and feature.HasField("num_stats") else 0.0
         mean_length = (pc.mean(pc.utf8_length(array)).as_py() or 0.0) if kind == BYTES else 0.0
         found.append(Column(name, kind, len(array), array.null_count, distinct, values, mean_length, std_dev,
-                            **(_dates(array) if kind == BYTES else {}), **(_numbers(array) if kind == BYTES else {})))
+                            **(_text_profile(array) if kind == BYTES else {})))
     return found
 
 
@@ -154,6 +160,14 @@ def _numbers(array: pa.Array) -> dict[str, Any]:
         "decimals": pc.any(pc.match_substring_regex(numbers, r"[.eE]")).as_py(),
         "not_numbers": tuple((p["values"], p["counts"]) for p in others) if len(others) <= MISSING_VALUES_MAX else (),
     }
+
+
+def _text_profile(array: pa.Array) -> dict[str, Any]:
+    """What the roles of a text column look at: its words, dates and numbers."""
+    import pyarrow.compute as pc
+
+    words = pc.mean(pc.list_value_length(pc.utf8_split_whitespace(array))).as_py() or 0.0
+    return {"mean_words": words, **_dates(array), **_numbers(array)}
 
 
 def _dates(array: pa.Array) -> dict[str, Any]:
@@ -207,6 +221,10 @@ def role_of(column: Column, categorical_max: int = DEFAULT_CATEGORICAL_MAX) -> D
         named = ", ".join(f"{shown(value)} in {count} rows" for value, count in column.not_numbers)
         return decide("numeric", f"numbers, and {named}: read as missing, with an indicator",
                       tuple(value for value, _ in column.not_numbers))
+    if column.type == BYTES and column.mean_words >= TEXT_MIN_WORDS and \
+            (column.mean_length > FREE_TEXT_MIN_LENGTH or n > FREE_TEXT_DISTINCT_FRACTION * present):
+        return decide("text", f"free text: {column.mean_words:.0f} words ({column.mean_length:.0f} characters) on "
+                              f"average, {n} distinct values: a bag of words")
     if n == present and present >= checks.MIN_ROWS and (column.type == BYTES or n > CATEGORICAL_INT_MAX_VALUES):
         what = "whole number" if column.type == INT else "value"
         return decide("ignore", f"ID-like: a different {what} in each of the {present} rows")
