@@ -15,7 +15,7 @@ from tensorflow_transform.tf_metadata import dataset_metadata, schema_utils
 
 from pipeline.datasets import infer
 from pipeline.datasets import table as tables
-from trainer_module import features, model, preprocessing
+from trainer_module import features, layers, model, preprocessing
 
 SPEC = features.FeatureSpec(dataset="r", task=features.BINARY, label_key="liked", numeric_keys=(),
                             categoricals=(), text_keys=("review text",))
@@ -64,7 +64,7 @@ def test_a_text_becomes_its_word_ids_padded(transformed):
 def test_the_mean_of_words_leaves_padding_out_and_an_empty_text_is_zero():
     embedded = tf.constant([[[1.0, 2.0], [3.0, 4.0], [100.0, 100.0]], [[5.0, 5.0], [6.0, 6.0], [7.0, 7.0]]])
     ids = tf.constant([[4, 9, 0], [0, 0, 0]], tf.int64)
-    mean = model.MeanOfWords()([embedded, ids]).numpy()
+    mean = layers.MeanOfWords()([embedded, ids]).numpy()
     np.testing.assert_allclose(mean, [[2.0, 3.0], [0.0, 0.0]])
 
 

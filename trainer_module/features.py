@@ -27,6 +27,13 @@ ONE_HOT_MAX_IDS = 64
 # (ExampleGen writes them as text). Transform parses it in the graph (trainer_module/dates.py);
 # `init` and `predict`'s row checks match it with Python's re (RE2 reads it alike).
 DATE_PATTERN = r"\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?(Z|[+-]\d{2}:?\d{2})?"
+# Categoricals without vocabulary settings (max_tokens, frequency_threshold) share one
+# vocabulary: each value keyed by its column's position among them ("3" PACKED_SEPARATOR
+# "red"), so Transform runs one vocabulary analysis for all of them. Each analysis is a
+# dozen Beam stages of fixed cost: sixty were most of a wide table's Transform. The name
+# holds a '-', which no column's vocabulary_name does.
+PACKED_VOCABULARY = "packed-categoricals_vocab"
+PACKED_SEPARATOR = "\x1f"
 # A text column: lower-cased words (runs of letters and digits), ids over a vocabulary of the
 # train split's TEXT_VOCABULARY_SIZE most frequent words (rarer ones share an out-of-vocabulary
 # id), the first TEXT_MAX_WORDS of each row (0 pads a shorter one), averaged as learned
@@ -104,6 +111,11 @@ class FeatureSpec:
     def is_classification(self) -> bool:
         return self.task != REGRESSION
 
+    @property
+    def packed_categoricals(self) -> tuple[Categorical, ...]:
+        """The categoricals whose values share PACKED_VOCABULARY, in their key order."""
+        return tuple(c for c in self.categoricals if c.max_tokens is None and c.frequency_threshold is None)
+
     def categorical(self, key: str) -> Categorical:
         return next(c for c in self.categoricals if c.key == key)
 
@@ -176,6 +188,14 @@ def indicator_name(key: str) -> str:
 
 def vocabulary_name(key: str) -> str:
     return f"{identifier(key)}_vocab"
+
+
+def packed_sizes(tokens: list[bytes], columns: int) -> list[int]:
+    """How many values of each packed column (by position) PACKED_VOCABULARY's tokens hold."""
+    sizes = [0] * columns
+    for token in tokens:
+        sizes[int(token.split(PACKED_SEPARATOR.encode(), 1)[0])] += 1
+    return sizes
 
 
 def embedding_dim(num_ids: int) -> int:

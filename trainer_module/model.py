@@ -5,12 +5,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Mapping, Sequence
 
-import tensorflow as tf
 import tf_keras as keras
 
 from trainer_module import dropout, features, optimizers
 from trainer_module.accumulation import AccumulatingModel
 from trainer_module.features import FeatureSpec
+from trainer_module.layers import MeanOfWords, OneHots, StackedColumns
 from trainer_module.periodic import PeriodicEmbedding
 
 
@@ -120,40 +120,38 @@ def _loss_and_metric(task: str) -> tuple[keras.losses.Loss, type]:
 
 def _columns(spec: FeatureSpec, vocab_sizes: Mapping[str, int], shape: Shape) -> tuple[dict, list, list]:
     """The model's inputs, the columns the hidden layers read and the plain columns
-    (z-scored numbers, encoded categoricals) a linear term reads."""
+    (z-scored numbers, encoded categoricals, averaged words) a linear term reads. Numbers
+    and small vocabularies go through one layer each, whatever their count (layers.py)."""
     inputs: dict = {}
-    numbers, categoricals = [], []
+    plain = []
     for name in spec.numeric_inputs:
         inputs[name] = keras.Input(shape=(), name=name, dtype="float32")
-        numbers.append(keras.layers.Reshape((1,), name=f"{name}_column")(inputs[name]))
+    numbers = [StackedColumns(name="numbers")([inputs[name] for name in spec.numeric_inputs])] \
+        if spec.numeric_inputs else []
+    one_hot_ids, one_hot_depths = [], []
     for categorical in spec.categoricals:
         name = features.transformed_name(categorical.key)
         inputs[name] = keras.Input(shape=(), name=name, dtype="int64")
         num_ids = vocab_sizes[categorical.key] + spec.num_oov_buckets
-        categoricals.append(_encode_categorical(inputs[name], name, num_ids, categorical.embedding_dim))
+        if _embedded(num_ids, categorical.embedding_dim):
+            width = categorical.embedding_dim or features.embedding_dim(num_ids)
+            plain.append(keras.layers.Embedding(num_ids, width, name=f"{name}_embedding")(inputs[name]))
+        else:
+            one_hot_ids.append(inputs[name])
+            one_hot_depths.append(num_ids)
+    if one_hot_ids:
+        plain.insert(0, OneHots(one_hot_depths, name="one_hots")(one_hot_ids))
     for key in spec.text_keys:
         name = features.transformed_name(key)
         inputs[name] = keras.Input(shape=(features.TEXT_MAX_WORDS,), name=name, dtype="int64")
         # Ids 1..size are words, size + 1 is out of vocabulary, 0 pads (preprocessing.py).
         words = keras.layers.Embedding(vocab_sizes[key] + 2, features.TEXT_EMBEDDING_DIM, name=f"{name}_embedding")(
             inputs[name])
-        categoricals.append(MeanOfWords(name=f"{name}_mean")([words, inputs[name]]))
+        plain.append(MeanOfWords(name=f"{name}_mean")([words, inputs[name]]))
     deep_numbers = numbers
     if numbers and shape.numeric_encoding == "plr":
-        stacked = numbers[0] if len(numbers) == 1 else keras.layers.Concatenate(name="numbers")(numbers)
-        deep_numbers = [PeriodicEmbedding(name="periodic_numbers")(stacked)]
-    return inputs, [*deep_numbers, *categoricals], [*numbers, *categoricals]
-
-
-class MeanOfWords(keras.layers.Layer):
-    """The mean of a text's word embeddings, padding (id 0) left out; zeros for a text with no
-    word (Keras' masked average pooling divides by zero there)."""
-
-    def call(self, inputs: list) -> tf.Tensor:
-        embedded, ids = inputs
-        present = tf.cast(tf.not_equal(ids, 0), embedded.dtype)[:, :, tf.newaxis]
-        count = tf.reduce_sum(present, axis=1)
-        return tf.reduce_sum(embedded * present, axis=1) / tf.maximum(count, tf.ones_like(count))
+        deep_numbers = [PeriodicEmbedding(name="periodic_numbers")(numbers[0])]
+    return inputs, [*deep_numbers, *plain], [*numbers, *plain]
 
 
 def compiled_metrics(task: str, task_metric: type, blessing_metric: str | None) -> list[keras.metrics.Metric]:
@@ -185,10 +183,3 @@ def has_embeddings(spec: FeatureSpec, vocab_sizes: Mapping[str, int]) -> bool:
 
 def _embedded(num_ids: int, embedding_dim: int | None) -> bool:
     return embedding_dim is not None or num_ids > features.ONE_HOT_MAX_IDS
-
-
-def _encode_categorical(ids, name: str, num_ids: int, embedding_dim: int | None):
-    if not _embedded(num_ids, embedding_dim):
-        return keras.layers.CategoryEncoding(num_tokens=num_ids, output_mode="one_hot", name=f"{name}_one_hot")(ids)
-    width = embedding_dim or features.embedding_dim(num_ids)
-    return keras.layers.Embedding(num_ids, width, name=f"{name}_embedding")(ids)

@@ -25,7 +25,9 @@ def preprocessing_fn(inputs: dict, custom_config: Mapping[str, Any] | None = Non
         outputs[features.transformed_name(key)] = _impute_and_z_score(_number(inputs[key]))
     for key, values in spec.missing_values:
         outputs[features.indicator_name(key)] = _marked(inputs[key], values)
-    for categorical in spec.categoricals:
+    outputs.update(_packed_vocabulary_ids(spec, inputs))
+    packed = set(spec.packed_categoricals)
+    for categorical in (c for c in spec.categoricals if c not in packed):
         value = inputs[categorical.key]
         outputs[features.transformed_name(categorical.key)] = tft.compute_and_apply_vocabulary(
             _to_dense(value, default=_missing(value)),
@@ -53,6 +55,40 @@ def preprocessing_fn(inputs: dict, custom_config: Mapping[str, Any] | None = Non
     else:
         outputs[spec.transformed_label_key] = _to_dense(tf.cast(label, tf.float32), default=0.0)
     return outputs
+
+
+def _packed_vocabulary_ids(spec: features.FeatureSpec, inputs: dict) -> dict[str, tf.Tensor]:
+    """Each packed categorical's ids over its own values, as its own vocabulary would give
+    them (most frequent first; a value unseen in training is the column's size), from one
+    vocabulary of every packed column's values (features.PACKED_VOCABULARY)."""
+    packed = spec.packed_categoricals
+    if not packed:
+        return {}
+    assert spec.num_oov_buckets == 1, "a packed column's out-of-vocabulary id is its size"
+    tokens = tf.stack([
+        tf.strings.join([f"{index}{features.PACKED_SEPARATOR}",
+                         _as_text(_to_dense(inputs[c.key], default=_missing(inputs[c.key])))])
+        for index, c in enumerate(packed)], axis=1)
+    path = tft.vocabulary(tokens, vocab_filename=features.PACKED_VOCABULARY)
+    joint = tft.apply_vocabulary(tokens, path, num_oov_buckets=1)  # [batch, columns]; unseen: the size
+    # The vocabulary's lines, the column of each, and its rank among its column's lines.
+    lines = tf.lookup.StaticHashTable(tf.lookup.TextFileInitializer(
+        path, key_dtype=tf.int64, key_index=tf.lookup.TextFileIndex.LINE_NUMBER,
+        value_dtype=tf.string, value_index=tf.lookup.TextFileIndex.WHOLE_LINE), default_value="")
+    size = lines.size()
+    line_text = lines.lookup(tf.range(size))
+    line_column = tf.strings.to_number(
+        tf.strings.regex_replace(line_text, f"{features.PACKED_SEPARATOR}.*", ""), tf.int32)
+    in_column = tf.one_hot(line_column, len(packed), dtype=tf.int64)  # [lines, columns]
+    rank = tf.gather_nd(tf.cumsum(in_column, axis=0) - 1,
+                        tf.stack([tf.range(tf.cast(size, tf.int32)), line_column], axis=1))
+    column_sizes = tf.reduce_sum(in_column, axis=0)
+    ids = {}
+    for index, categorical in enumerate(packed):
+        joint_id = joint[:, index]
+        ids[features.transformed_name(categorical.key)] = tf.where(
+            joint_id < size, tf.gather(rank, tf.minimum(joint_id, size - 1)), column_sizes[index])
+    return ids
 
 
 def _number(value: tf.Tensor | tf.SparseTensor) -> tf.Tensor | tf.SparseTensor:

@@ -180,10 +180,14 @@ def vocabulary_sizes(
 ) -> tuple[dict[str, int], int]:
     """Each categorical and text feature's vocabulary size, and the number of label classes
     (1 for regression)."""
+    packed = spec.packed_categoricals
     sizes = {
         key: tf_transform_output.vocabulary_size_by_name(features.vocabulary_name(key))
-        for key in (*spec.categorical_keys, *spec.text_keys)
+        for key in (*(c.key for c in spec.categoricals if c not in packed), *spec.text_keys)
     }
+    if packed:
+        tokens = tf_transform_output.vocabulary_by_name(features.PACKED_VOCABULARY)
+        sizes |= dict(zip((c.key for c in packed), features.packed_sizes(tokens, len(packed))))
     if not spec.is_classification:
         return sizes, 1
     return sizes, tf_transform_output.vocabulary_size_by_name(features.vocabulary_name(spec.label_key))

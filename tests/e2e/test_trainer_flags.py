@@ -407,7 +407,8 @@ def test_training_graph_uses_the_reported_optimizer(cases, name):
 
 def test_auto_optimizer_follows_the_embedding(cases):
     assert "island_xf_embedding" in cases["auto_embedded"]["tensorboard"]["layer_policies"]
-    assert "island_xf_one_hot" in cases["auto_one_hot"]["tensorboard"]["layer_policies"]
+    assert "one_hots" in cases["auto_one_hot"]["tensorboard"]["layer_policies"]
+    assert "island_xf_embedding" not in cases["auto_one_hot"]["tensorboard"]["layer_policies"]
 
 
 def test_accumulation_trains_an_accumulating_model(cases):
