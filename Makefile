@@ -10,7 +10,7 @@ ARGS ?=
 PYTHON310 ?= $(shell for p in python3.10 $$(ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/versions/3.10.*/bin/python3.10 2>/dev/null | sort -V | tail -n 1); do \
 	"$$p" -c 'import sys; assert sys.version_info[:2] == (3, 10)' >/dev/null 2>&1 && { command -v "$$p"; break; }; done)
 
-.PHONY: run test test-fast lint bench bench-trainer bench-lineage bench-serving bench-scale bench-quality lock clean cluster-deps cluster-test
+.PHONY: run test test-fast lint bench bench-trainer bench-lineage bench-serving bench-scale bench-columns bench-quality lock clean cluster-deps cluster-test
 
 run: $(STAMP)
 	$(VENV)/bin/turbotfx run $(ARGS)
@@ -51,6 +51,9 @@ bench-trainer: $(STAMP)
 # ARGS="--sizes 10000,100000" for a quick curve.
 bench-scale: $(STAMP)
 	$(PY) benchmarks/scale_bench.py $(ARGS)
+
+bench-columns: $(STAMP)
+	$(PY) benchmarks/columns_bench.py $(ARGS)
 
 # `turbotfx lineage --latest` against a store holding 100 pipeline runs (one real run, copied).
 bench-lineage: $(STAMP)
