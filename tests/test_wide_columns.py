@@ -100,3 +100,28 @@ def test_the_stacked_layers_compute_what_a_layer_per_column_does():
     np.testing.assert_array_equal(numbers, [[1.0, 3.0], [2.0, 4.0]])
     one_hots = layers.OneHots([2, 3])([tf.constant([1, 0], tf.int64), tf.constant([2, 5], tf.int64)]).numpy()
     np.testing.assert_array_equal(one_hots, [[0, 1, 0, 0, 1], [1, 0, 0, 0, 0]])
+
+
+@pytest.mark.parametrize("compat_v1", [True, False])
+def test_numbers_are_z_scored_together_as_each_alone(compat_v1):
+    spec = features.FeatureSpec(dataset="w", task=features.REGRESSION, label_key="y",
+                                numeric_keys=("a", "b b", "c"), categoricals=())
+    raw_spec = {"a": tf.io.VarLenFeature(tf.float32), "b b": tf.io.FixedLenFeature([1], tf.int64),
+                "c": tf.io.VarLenFeature(tf.float32), "y": tf.io.FixedLenFeature([1], tf.float32)}
+    rng = np.random.default_rng(0)
+    a = rng.normal(5, 2, 30)
+    b = rng.integers(0, 100, 30)
+    a_present = rng.random(30) > 0.3
+    rows = [{"a": [a[i]] if a_present[i] else [], "b b": [int(b[i])], "c": [7.0] if i % 2 else [], "y": [0.0]}
+            for i in range(30)]
+    metadata = dataset_metadata.DatasetMetadata(schema_utils.schema_from_feature_spec(raw_spec))
+    with tft_beam.Context(temp_dir=tempfile.mkdtemp(), force_tf_compat_v1=compat_v1):
+        (out, _), _ = (rows, metadata) | tft_beam.AnalyzeAndTransformDataset(
+            functools.partial(preprocessing.preprocessing_fn, custom_config={features.CONFIG_KEY: spec.to_config()}))
+    got = {key: np.array([row[features.transformed_name(key)] for row in out]) for key in ("a", "b b", "c")}
+    present = a[a_present]
+    np.testing.assert_allclose(got["a"][a_present], (present - present.mean()) / present.std(), rtol=1e-4)
+    np.testing.assert_allclose(got["a"][~a_present], 0.0, atol=1e-6)  # missing: the mean
+    np.testing.assert_allclose(got["b b"], (b - b.mean()) / b.std(), rtol=1e-4, atol=1e-5)
+    # A constant column (and its missing rows) is 0, not a division by zero.
+    np.testing.assert_allclose(got["c"], 0.0, atol=1e-6)
