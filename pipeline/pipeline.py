@@ -53,7 +53,7 @@ RUN_FN = "trainer_module.families.run_fn"
 # The node id kept from TFX's examples: runs, caches and compiled task names refer to it.
 BASELINE_RESOLVER_ID = "latest_blessed_model_resolver"
 # What preprocessing_fn runs: an edit elsewhere (the model, run_fn) keeps Transform cached.
-TRANSFORM_SOURCES = ("preprocessing.py", "features.py", "autograph.py", "__init__.py")
+TRANSFORM_SOURCES = ("preprocessing.py", "features.py", "dates.py", "autograph.py", "__init__.py")
 
 
 def create_pipeline(

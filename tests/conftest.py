@@ -49,6 +49,22 @@ def turbotfx(*args: str, home: Path, timeout: int = 600, env: dict[str, str] | N
                      stdout=completed.stdout)
 
 
+def init_and_run(data_root: Path, label: str, dataset_file: Path, home: Path,
+                 *run_args: str) -> tuple[CliResult, Path]:
+    """`turbotfx init` on a user's table, then `turbotfx run` on the file it wrote, as a user
+    would; both must succeed and the model be blessed and pushed. Returns init's result and
+    the pushed model's directory."""
+    init = turbotfx("init", "--data-root", str(data_root), "--label", label, "--output", str(dataset_file),
+                    home=home)
+    assert init.exit_code == 0, init.output
+    run = turbotfx("run", "--dataset", str(dataset_file), *run_args, home=home)
+    assert run.exit_code == 0, run.output
+    assert "blessed: yes" in run.output, run.output
+    pushed = [line.split("pushed: ", 1)[1] for line in run.output.splitlines() if line.startswith("pushed: /")]
+    assert pushed, run.output
+    return init, Path(pushed[0])
+
+
 def loader_processes(home: Path) -> list[int]:
     """Pids of the serving check's loader processes (serving.session_check) started by a run
     in this workspace and still running."""

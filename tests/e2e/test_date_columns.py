@@ -13,6 +13,7 @@ import pytest
 import tensorflow as tf
 
 from pipeline import datasets
+from tests import conftest
 from tests.conftest import turbotfx
 
 pytestmark = pytest.mark.e2e
@@ -44,17 +45,9 @@ def init_and_run(tmp_path: Path, frame: pd.DataFrame, fmt: str) -> tuple[Path, P
             data_root / "part-0.csv", index=False)
     else:
         frame.assign(**{DAY: frame[DAY].dt.date}).to_parquet(data_root / "part-0.parquet", index=False)
-    home = tmp_path / "ws"
     dataset_file = tmp_path / "bookings.toml"
-    init = turbotfx("init", "--data-root", str(data_root), "--label", BUSY, "--output", str(dataset_file),
-                    home=home)
-    assert init.exit_code == 0, init.output
-    run = turbotfx("run", "--dataset", str(dataset_file), "--epochs", "40", home=home)
-    assert run.exit_code == 0, run.output
-    assert "blessed: yes" in run.output, run.output
-    pushed = [line.split("pushed: ", 1)[1] for line in run.output.splitlines() if line.startswith("pushed: /")]
-    assert pushed, run.output
-    return dataset_file, Path(pushed[0]), init.output
+    init, model_dir = conftest.init_and_run(data_root, BUSY, dataset_file, tmp_path / "ws", "--epochs", "40")
+    return dataset_file, model_dir, init.output
 
 
 def raw_predictions(model_dir: Path, days: list[str], booked: list[str], guests: list[int]) -> np.ndarray:

@@ -12,6 +12,7 @@ import pytest
 import tensorflow as tf
 
 from pipeline import datasets
+from tests import conftest
 from tests.conftest import turbotfx
 
 pytestmark = pytest.mark.e2e
@@ -43,19 +44,13 @@ def test_a_trace_of_rain_is_missing_with_an_indicator(tmp_path):
     frame.to_csv(data_root / "part-0.csv", index=False)
     home = tmp_path / "ws"
     dataset_file = tmp_path / "weather.toml"
-    init = turbotfx("init", "--data-root", str(data_root), "--label", WET, "--output", str(dataset_file), home=home)
-    assert init.exit_code == 0, init.output
+    init, model_dir = conftest.init_and_run(data_root, WET, dataset_file, home, "--epochs", "40")
     traces = int((frame[RAIN] == "T").sum())
     assert f"'T' in {traces} rows: read as missing, with an indicator" in init.output
     feature = next(f for f in datasets.load(str(dataset_file)).features if f.name == RAIN)
     assert (feature.role, feature.missing_values) == ("numeric", ("T",))
 
-    run = turbotfx("run", "--dataset", str(dataset_file), "--epochs", "40", home=home)
-    assert run.exit_code == 0, run.output
-    assert "blessed: yes" in run.output, run.output
-    model_dir = [line.split("pushed: ", 1)[1] for line in run.output.splitlines() if line.startswith("pushed: /")][0]
-
-    raw = tf.saved_model.load(model_dir).signatures["serving_raw"]
+    raw = tf.saved_model.load(str(model_dir)).signatures["serving_raw"]
     out = raw(rain_mm=tf.constant(frame[RAIN].tolist()), humidity=tf.constant(frame[HUMIDITY], tf.float32))
     labels = np.array([label.decode() for label in out["label"].numpy()])
     for cls in ("yes", "no"):

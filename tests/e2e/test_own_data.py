@@ -21,6 +21,7 @@ import tensorflow as tf
 from pipeline import datasets
 from pipeline.cli.serve import row_schema
 from serving.client import ServingClient
+from tests import conftest
 from tests.conftest import turbotfx
 from tests.doubles.tf_serving import FakeTfServing
 
@@ -91,17 +92,9 @@ def init_and_run(tmp_path: Path, frame: pd.DataFrame, label: str, fmt: str,
         table.to_csv(data_root / "part-0.csv", index=False, **to_csv)
     else:
         table.to_parquet(data_root / "part-0.parquet", index=False)
-    home = tmp_path / "ws"
     dataset_file = tmp_path / "mine.toml"
-    init = turbotfx("init", "--data-root", str(data_root), "--label", label, "--output", str(dataset_file),
-                    home=home)
-    assert init.exit_code == 0, init.output
-    run = turbotfx("run", "--dataset", str(dataset_file), "--epochs", "20", home=home)
-    assert run.exit_code == 0, run.output
-    assert "blessed: yes" in run.output, run.output
-    pushed = [line.split("pushed: ", 1)[1] for line in run.output.splitlines() if line.startswith("pushed: /")]
-    assert pushed, run.output
-    return dataset_file, Path(pushed[0]), init.output
+    init, model_dir = conftest.init_and_run(data_root, label, dataset_file, tmp_path / "ws", "--epochs", "20")
+    return dataset_file, model_dir, init.output
 
 
 def serving_default(model_dir: Path, frame: pd.DataFrame) -> dict[str, np.ndarray]:

@@ -12,6 +12,7 @@ import pytest
 import tensorflow as tf
 
 from pipeline import datasets
+from tests import conftest
 from tests.conftest import turbotfx
 
 pytestmark = pytest.mark.e2e
@@ -46,23 +47,15 @@ def test_a_reviews_table_trains_on_its_words(tmp_path):
     frame.to_csv(data_root / "part-0.csv", index=False)
     home = tmp_path / "ws"
     dataset_file = tmp_path / "reviews.toml"
-    init = turbotfx("init", "--data-root", str(data_root), "--label", LIKED, "--output", str(dataset_file),
-                    home=home)
-    assert init.exit_code == 0, init.output
+    init, model_dir = conftest.init_and_run(data_root, LIKED, dataset_file, home, "--epochs", "40")
     assert "free text:" in init.output and "a bag of words" in init.output
     assert [(f.name, f.role) for f in datasets.load(str(dataset_file)).features] == [(REVIEW, "text")]
-
     # The gbt family reads no text: one line, before anything runs.
     refused = turbotfx("run", "--dataset", str(dataset_file), "--model", "gbt", home=home)
     assert refused.exit_code != 0 and "Traceback" not in refused.output
     assert "the gbt family reads no text feature, and 'review' is one" in refused.output
 
-    run = turbotfx("run", "--dataset", str(dataset_file), "--epochs", "40", home=home)
-    assert run.exit_code == 0, run.output
-    assert "blessed: yes" in run.output, run.output
-    model_dir = [line.split("pushed: ", 1)[1] for line in run.output.splitlines() if line.startswith("pushed: /")][0]
-
-    raw = tf.saved_model.load(model_dir).signatures["serving_raw"]
+    raw = tf.saved_model.load(str(model_dir)).signatures["serving_raw"]
     labels = np.array([label.decode() for label in raw(review=tf.constant(frame[REVIEW].tolist()))["label"].numpy()])
     for cls in ("yes", "no"):
         rows = frame[LIKED].to_numpy() == cls
