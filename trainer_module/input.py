@@ -82,11 +82,11 @@ def input_dataset(
     def parse(serialized: tf.Tensor) -> dict[str, tf.Tensor]:
         if not part.everything:
             serialized = tf.boolean_mask(serialized, part.keep(serialized))
-        parsed = tf.io.parse_example(serialized, feature_spec)
-        if not shuffle:
-            return parsed
-        order = tf.random.shuffle(tf.range(tf.shape(serialized)[0]))
-        return {name: tf.gather(values, order) for name, values in parsed.items()}
+        if shuffle:
+            # The records, not the parsed columns, are permuted: one gather, not one per
+            # column (a wide table's parse traces and runs in a fraction of the time).
+            serialized = tf.random.shuffle(serialized)
+        return tf.io.parse_example(serialized, feature_spec)
 
     paths = tf.data.Dataset.from_tensor_slices(files)
     if shuffle:

@@ -7,6 +7,7 @@ from typing import Any, Sequence
 import tensorflow as tf
 import tensorflow_transform as tft
 import tf_keras as keras
+from tensorflow_transform.saved import saved_transform_io_v2
 
 from trainer_module import autograph, features
 from trainer_module.features import FeatureSpec
@@ -47,7 +48,12 @@ class ServingModule(tf.Module):
             self.model = model  # a tf.Module (gbt.Forest): its own resources are saved with it
             self._model = _Unsaved(model)
         self._model_inputs = tuple(model.input_names)
-        self.tft_layer = tf_transform_output.transform_features_layer()
+        # The transform graph as TFT's own Keras layer loads and tracks it (its tables and
+        # vocabulary assets go into the SavedModel), without the layer: saving a Keras layer
+        # also traces its call twice more through the whole transform graph, which no
+        # signature uses (3 s a trace for a 100-column table).
+        self._transform = saved_transform_io_v2.SavedModelLoader(tf_transform_output.transform_savedmodel_dir)
+        self.transform_graph = vars(self._transform)
         self._task = spec.task
         self._raw_spec = tf_transform_output.raw_feature_spec()
         # The model's features only: the label, ignored columns (IDs, free text) and anything
@@ -72,16 +78,27 @@ class ServingModule(tf.Module):
             for name, key in self._raw_names.items()
         }
         self.serve_raw = tf.function(self._serve_raw, input_signature=[raw_specs])
+        # serving_default and serving_raw both end here, on features as parse_example gives
+        # them: one trace through the transform graph and the model serves both.
+        parsed_specs = {
+            key: tf.TensorSpec([None, *feature.shape], feature.dtype) if isinstance(feature, tf.io.FixedLenFeature)
+            else tf.SparseTensorSpec([None, None], feature.dtype)
+            for key, feature in self._serving_spec.items()
+        }
+        self._predict_parsed = _Unsaved(tf.function(self._predict, input_signature=[parsed_specs]))
 
     def signatures(self) -> dict:
+        """The tf.functions, not their concrete functions: tf.saved_model.save traces each
+        inside its save context, whose cache key differs from a trace made before it, so a
+        concrete function traced here would be traced a second time while saving."""
         return {
-            SERVING_DEFAULT: self.serve_examples.get_concrete_function(),
-            SERVING_RAW: self.serve_raw.get_concrete_function(),
-            TRANSFORM_FEATURES: self.transform_features.get_concrete_function(),
+            SERVING_DEFAULT: self.serve_examples,
+            SERVING_RAW: self.serve_raw,
+            TRANSFORM_FEATURES: self.transform_features,
         }
 
     def _serve_examples(self, examples: tf.Tensor) -> dict:
-        return self._predict(tf.io.parse_example(examples, self._serving_spec))
+        return self._predict_parsed.held(tf.io.parse_example(examples, self._serving_spec))
 
     def _serve_raw(self, rows: dict) -> dict:
         """Named features, one value per row; NaN or '' mark a missing value.
@@ -99,18 +116,18 @@ class ServingModule(tf.Module):
                 with tf.control_dependencies([
                     tf.debugging.assert_equal(tf.reduce_all(present), True, message=f"{key} is required")
                 ]):
-                    raw[key] = tf.reshape(typed, [-1, 1])
+                    raw[key] = tf.reshape(typed, [-1, *feature_spec.shape])
             else:
                 raw[key] = _sparse_column(typed, present)
-        return self._predict(raw)
+        return self._predict_parsed.held(raw)
 
     def _transform_features(self, examples: tf.Tensor) -> dict:
-        return self.tft_layer(tf.io.parse_example(examples, self._raw_spec))
+        return self._transform.apply_transform_model(tf.io.parse_example(examples, self._raw_spec))
 
     def _predict(self, raw_features: dict) -> dict:
-        transformed = self.tft_layer(raw_features)
+        transformed = self._transform.apply_transform_model(raw_features)
         model_inputs = {name: transformed[name] for name in self._model_inputs}
-        output = tf.cast(self._model.model(model_inputs, training=False), tf.float32)
+        output = tf.cast(self._model.held(model_inputs, training=False), tf.float32)
         if self._task == features.REGRESSION:
             return {OUTPUT_PREDICTION: tf.reshape(output, [-1])}
         if self._task == features.BINARY:
@@ -127,10 +144,10 @@ class ServingModule(tf.Module):
 
 
 class _Unsaved:
-    """Holds a model out of the SavedModel's object graph (tf.Module tracks what it holds)."""
+    """Holds an object out of the SavedModel's object graph (tf.Module tracks what it holds)."""
 
-    def __init__(self, model: Any) -> None:
-        self.model = model
+    def __init__(self, held: Any) -> None:
+        self.held = held
 
 
 def label_names(tf_transform_output: tft.TFTransformOutput, spec: FeatureSpec) -> list[bytes]:
