@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Mapping
 
 import tensorflow_model_analysis as tfma
+from tensorflow_model_analysis import constants as tfma_constants
 
 # Modules, not `tfx.v1`: that facade also imports the Google Cloud AI Platform client,
 # eight seconds of start-up that a local run never uses.
@@ -274,20 +275,16 @@ def eval_config(config: PipelineConfig) -> tfma.EvalConfig:
     spec = config.spec
     label_key = features.transformed_name(spec.label)
     slicing_specs = [tfma.SlicingSpec(), *(tfma.SlicingSpec(feature_keys=[key]) for key in spec.slices)]
-    if spec.task == features.REGRESSION:
-        model_spec = tfma.ModelSpec(
-            signature_name=contract.SERVING_DEFAULT,
-            prediction_key=contract.OUTPUT_PREDICTION,
-            label_key=label_key,
-            preprocessing_function_names=[contract.TRANSFORM_FEATURES],
-        )
-    else:
-        model_spec = tfma.ModelSpec(
-            signature_name=contract.SERVING_DEFAULT,
-            prediction_key=contract.OUTPUT_PROBABILITIES,
-            label_key=label_key,
-            preprocessing_function_names=[contract.TRANSFORM_FEATURES],
-        )
+    model_spec = tfma.ModelSpec(
+        signature_name=contract.SERVING_DEFAULT,
+        prediction_key=contract.OUTPUT_PREDICTION if spec.task == features.REGRESSION
+        else contract.OUTPUT_PROBABILITIES,
+        label_key=label_key,
+        preprocessing_function_names=[contract.TRANSFORM_FEATURES],
+        # What TFMA would decide itself, after loading each model once more as a Keras
+        # model to find it is none (two extra loads of the candidate per run).
+        model_type=tfma_constants.TF_GENERIC,
+    )
     metrics = [tfma.MetricConfig(class_name="ExampleCount")]
     per_class: list[tfma.MetricConfig] = []
     for name in datasets.TASK_METRICS[spec.task]:

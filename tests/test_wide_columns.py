@@ -17,12 +17,14 @@ from tensorflow_transform.tf_metadata import dataset_metadata, metadata_io, sche
 
 from trainer_module import features, layers, model, preprocessing
 
-COLUMNS = ("colour", "size", "shop code", "rare")
 SPEC = features.FeatureSpec(
     dataset="w", task=features.BINARY, label_key="y", numeric_keys=(),
-    categoricals=(features.Categorical("colour"), features.Categorical("size"), features.Categorical("shop code"),
+    categoricals=(features.Categorical("colour"), features.Categorical("grade"), features.Categorical("size"),
+                  features.Categorical("shop code"),
                   features.Categorical("rare", max_tokens=2)))
-RAW_SPEC = {"colour": tf.io.VarLenFeature(tf.string), "size": tf.io.VarLenFeature(tf.string),
+# grade is always present (dense) among columns that may be missing (sparse), of two dtypes.
+RAW_SPEC = {"colour": tf.io.VarLenFeature(tf.string), "grade": tf.io.FixedLenFeature([1], tf.int64),
+            "size": tf.io.VarLenFeature(tf.string),
             "shop code": tf.io.VarLenFeature(tf.int64), "rare": tf.io.VarLenFeature(tf.string),
             "y": tf.io.FixedLenFeature([1], tf.string)}
 
@@ -35,6 +37,7 @@ def _rows(seed: int, count: int) -> list[dict]:
                # The same texts as colour, at other frequencies: a value is its column's.
                "size": [rng.choice([b"S", b"M", b"red"], p=[0.2, 0.5, 0.3])],
                "shop code": [int(rng.choice([7, 3, 11, 5]))],
+               "grade": [int(rng.choice([1, 2, 3], p=[0.2, 0.3, 0.5]))],
                "rare": [rng.choice([b"a", b"b", b"c"])], "y": [b"yes"]}
         if rng.random() < 0.1:
             row["colour"] = []  # missing: its own id, as in a column's own vocabulary
@@ -59,7 +62,7 @@ def test_packed_ids_are_each_columns_own_vocabulary_ids(tmp_path, compat_v1):
     layer = output.transform_features_layer()
     parsed = tf.io.parse_example([_example(row) for row in NEW], output.raw_feature_spec())
     got = {key: value.numpy() for key, value in layer(parsed).items()}
-    for key, missing in (("colour", b""), ("size", b""), ("shop code", -1)):
+    for key, missing in (("colour", b""), ("grade", -1), ("size", b""), ("shop code", -1)):
         counts = collections.Counter(row[key][0] if row[key] else missing for row in TRAIN)
         # TFT's order: by count, then by value, both descending.
         order = sorted(counts, key=lambda value: (counts[value], str(value).encode()
@@ -71,7 +74,7 @@ def test_packed_ids_are_each_columns_own_vocabulary_ids(tmp_path, compat_v1):
     assert got["colour_xf"][0] == 4 and got["shop_code_xf"][0] == 4
     # The Trainer's sizes, from the packed file; a column with settings keeps its own file.
     tokens = output.vocabulary_by_name(features.PACKED_VOCABULARY)
-    assert features.packed_sizes(tokens, 3) == [4, 3, 4]
+    assert features.packed_sizes(tokens, 4) == [4, 3, 3, 4]
     assert output.vocabulary_size_by_name(features.vocabulary_name("rare")) == 2
 
 

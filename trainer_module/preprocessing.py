@@ -64,10 +64,10 @@ def _packed_vocabulary_ids(spec: features.FeatureSpec, inputs: dict) -> dict[str
     if not packed:
         return {}
     assert spec.num_oov_buckets == 1, "a packed column's out-of-vocabulary id is its size"
-    tokens = tf.stack([
-        tf.strings.join([f"{index}{features.PACKED_SEPARATOR}",
-                         _as_text(_to_dense(inputs[c.key], default=_missing(inputs[c.key])))])
-        for index, c in enumerate(packed)], axis=1)
+    values = [inputs[c.key] for c in packed]
+    text = _side_by_side([_as_text(matrix) for matrix in _by_dtype(values, _missing)], _dtype_order(values))
+    prefixes = tf.constant([f"{index}{features.PACKED_SEPARATOR}" for index in range(len(packed))])
+    tokens = tf.add(prefixes[tf.newaxis, :], text)  # [batch, columns]
     path = tft.vocabulary(tokens, vocab_filename=features.PACKED_VOCABULARY)
     joint = tft.apply_vocabulary(tokens, path, num_oov_buckets=1)  # [batch, columns]; unseen: the size
     # The vocabulary's lines, the column of each, and its rank among its column's lines.
@@ -82,12 +82,8 @@ def _packed_vocabulary_ids(spec: features.FeatureSpec, inputs: dict) -> dict[str
     rank = tf.gather_nd(tf.cumsum(in_column, axis=0) - 1,
                         tf.stack([tf.range(tf.cast(size, tf.int32)), line_column], axis=1))
     column_sizes = tf.reduce_sum(in_column, axis=0)
-    ids = {}
-    for index, categorical in enumerate(packed):
-        joint_id = joint[:, index]
-        ids[features.transformed_name(categorical.key)] = tf.where(
-            joint_id < size, tf.gather(rank, tf.minimum(joint_id, size - 1)), column_sizes[index])
-    return ids
+    ids = tf.where(joint < size, tf.gather(rank, tf.minimum(joint, size - 1)), column_sizes[tf.newaxis, :])
+    return dict(zip((features.transformed_name(c.key) for c in packed), tf.unstack(ids, len(packed), axis=1)))
 
 
 def _number(value: tf.Tensor | tf.SparseTensor) -> tf.Tensor | tf.SparseTensor:
@@ -161,17 +157,11 @@ def _impute_and_z_score_columns(keys: tuple[str, ...], inputs: dict) -> dict[str
     the same however small: on a wide table they were most of Transform)."""
     if not keys:
         return {}
-    values, present = [], []
-    for key in keys:
-        number = _number(inputs[key])
-        if isinstance(number, tf.SparseTensor):
-            present.append(_to_dense(tf.sparse.map_values(tf.ones_like, number), default=0.0) > 0)
-            number = _to_dense(number, default=0.0)
-        else:
-            number = tf.reshape(number, [-1])
-            present.append(tf.ones_like(number, dtype=tf.bool))
-        values.append(tf.reshape(number, [-1]))
-    stacked, mask = tf.stack(values, axis=1), tf.stack(present, axis=1)
+    # Numbers held as text are parsed one by one; the rest go side by side as they are.
+    numbers = [_number(inputs[key]) if inputs[key].dtype == tf.string else inputs[key] for key in keys]
+    stacked = _side_by_side([tf.cast(matrix, tf.float32) for matrix in _by_dtype(numbers, lambda _: 0)],
+                            _dtype_order(numbers))
+    mask = _dense_matrix([_presence(number) for number in numbers], False)
     where = tf.where(mask)
     sparse = tf.SparseTensor(where, tf.gather_nd(stacked, where), tf.shape(stacked, out_type=tf.int64))
     mean = tft.mean(sparse, reduce_instance_dims=False)
@@ -179,7 +169,7 @@ def _impute_and_z_score_columns(keys: tuple[str, ...], inputs: dict) -> dict[str
     # A missing value becomes the mean: 0 once centred.
     centered = tf.where(mask, stacked - mean, tf.zeros_like(stacked))
     scaled = tf.where(std > 0, centered / tf.where(std > 0, std, tf.ones_like(std)), centered)
-    return {features.transformed_name(key): scaled[:, index] for index, key in enumerate(keys)}
+    return dict(zip((features.transformed_name(key) for key in keys), tf.unstack(scaled, len(keys), axis=1)))
 
 
 def _impute_and_z_score(value: tf.Tensor | tf.SparseTensor) -> tf.Tensor:
@@ -193,6 +183,60 @@ def _impute_and_z_score(value: tf.Tensor | tf.SparseTensor) -> tf.Tensor:
     std = tf.sqrt(variance)
     centered = _to_dense(value, default=mean) - mean
     return tf.where(std > 0, centered / tf.where(std > 0, std, 1.0), centered)
+
+
+# Wide tables: a column costs a dozen graph ops when handled alone, and Transform traces the
+# graph six times per run (then Beam runs it per batch and serving loads it), so columns
+# of one dtype are handled as one [batch, columns] matrix in a few ops, whatever their count.
+
+def _dtype_order(columns: list) -> list[int]:
+    """The column positions in the order _by_dtype's matrices hold them."""
+    dtypes = sorted({column.dtype.name for column in columns})
+    return [index for dtype in dtypes for index, column in enumerate(columns) if column.dtype.name == dtype]
+
+
+def _by_dtype(columns: list, default: Any) -> list[tf.Tensor]:
+    """One [batch, n] matrix per dtype (in _dtype_order) of the [batch] or [batch, 1] columns
+    that have it; a missing value is default(one of those columns)."""
+    dtypes = sorted({column.dtype.name for column in columns})
+    groups = [[column for column in columns if column.dtype.name == dtype] for dtype in dtypes]
+    return [_dense_matrix(group, default(group[0])) for group in groups]
+
+
+def _side_by_side(matrices: list[tf.Tensor], order: list[int]) -> tf.Tensor:
+    """_by_dtype's matrices as one, its columns back in their original order."""
+    matrix = tf.concat(matrices, axis=1) if len(matrices) > 1 else matrices[0]
+    if order == sorted(order):
+        return matrix
+    return tf.gather(matrix, [order.index(position) for position in range(len(order))], axis=1)
+
+
+def _dense_matrix(columns: list, default: Any) -> tf.Tensor:
+    """[batch, len(columns)] from columns of one dtype, sparse ones (that may be missing)
+    joined as one SparseTensor first."""
+    sparse = [column for column in columns if isinstance(column, tf.SparseTensor)]
+    dense = [column for column in columns if not isinstance(column, tf.SparseTensor)]
+    parts = []
+    if sparse:
+        one_wide = tf.stack([sparse[0].dense_shape[0], tf.constant(1, tf.int64)])
+        joined = tf.sparse.concat(1, [tf.SparseTensor(c.indices, c.values, one_wide) for c in sparse])
+        parts.append(tf.sparse.to_dense(joined, default_value=tf.cast(default, joined.dtype)))
+    if dense:
+        parts.append(tf.stack([tf.reshape(column, [-1]) for column in dense], axis=1))
+    matrix = tf.concat(parts, axis=1) if len(parts) > 1 else parts[0]
+    if not (sparse and dense):
+        return matrix
+    # Back to the order the columns came in.
+    positions = [index for index, c in enumerate(columns) if isinstance(c, tf.SparseTensor)] + \
+        [index for index, c in enumerate(columns) if not isinstance(c, tf.SparseTensor)]
+    return tf.gather(matrix, [positions.index(position) for position in range(len(columns))], axis=1)
+
+
+def _presence(column: tf.Tensor | tf.SparseTensor) -> tf.Tensor | tf.SparseTensor:
+    """True where the column holds a value, as the same kind of tensor."""
+    if isinstance(column, tf.SparseTensor):
+        return tf.SparseTensor(column.indices, tf.ones_like(column.values, dtype=tf.bool), column.dense_shape)
+    return tf.ones_like(column, dtype=tf.bool)
 
 
 def _to_dense(value: tf.Tensor | tf.SparseTensor, default) -> tf.Tensor:
