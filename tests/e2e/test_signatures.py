@@ -123,6 +123,21 @@ def test_serving_raw_accepts_named_features_with_missing_values(loaded):
     assert list(outputs["label"].numpy()) == [b"Gentoo", b"Chinstrap"]
 
 
+def test_serving_raw_and_serving_default_agree_row_by_row(loaded, rows):
+    """The two ways in build the same features: with values missing in different columns of
+    different rows (serving_raw handles columns side by side), each row's probabilities match."""
+    holes = [dict(row) for row in rows[:12]]
+    for index, row in enumerate(holes):
+        row[(*SPEC.numeric_keys, *SPEC.categorical_keys)[index % 6]] = ""
+    raw = loaded.signatures[signatures.SERVING_RAW](**_raw_columns(holes))
+    examples = loaded.signatures[signatures.SERVING_DEFAULT](
+        examples=tf.constant([_serialize(row, with_label=False) for row in holes]))
+    np.testing.assert_allclose(raw["probabilities"].numpy(), examples["probabilities"].numpy(), rtol=1e-5, atol=1e-6)
+    # Missing values moved the scores: the holes reached the model.
+    whole = loaded.signatures[signatures.SERVING_RAW](**_raw_columns(rows[:12]))
+    assert not np.allclose(whole["probabilities"].numpy(), raw["probabilities"].numpy(), atol=1e-4)
+
+
 def test_transform_features_gives_tfma_the_label(loaded, rows, first_run):
     """TFMA compares this label id with the argmax of serving_default's probabilities: the id
     must name the row's species in the vocabulary the model's class ids index."""
