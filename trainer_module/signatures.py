@@ -114,7 +114,7 @@ class ServingModule(tf.Module):
         for name, value in rows.items():
             key = self._raw_names[name]
             alike.setdefault((value.dtype, self._raw_spec[key].dtype, self._fixed(key)), []).append((key, value))
-        raw = {}
+        raw: dict[str, tf.Tensor | tf.SparseTensor] = {}
         for (_, dtype, fixed), columns in alike.items():
             keys = [key for key, _ in columns]
             values = tf.stack([value for _, value in columns], axis=1)
