@@ -4,8 +4,9 @@ float label for regression."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
+import numpy as np
 import tensorflow as tf
 import tensorflow_transform as tft
 
@@ -64,8 +65,7 @@ def _packed_vocabulary_ids(spec: features.FeatureSpec, inputs: dict) -> dict[str
     if not packed:
         return {}
     assert spec.num_oov_buckets == 1, "a packed column's out-of-vocabulary id is its size"
-    values = [inputs[c.key] for c in packed]
-    text = _side_by_side([_as_text(matrix) for matrix in _by_dtype(values, _missing)], _dtype_order(values))
+    text = _columns_matrix([inputs[c.key] for c in packed], _missing, _as_text)
     prefixes = tf.constant([f"{index}{features.PACKED_SEPARATOR}" for index in range(len(packed))])
     tokens = tf.add(prefixes[tf.newaxis, :], text)  # [batch, columns]
     path = tft.vocabulary(tokens, vocab_filename=features.PACKED_VOCABULARY)
@@ -159,8 +159,7 @@ def _impute_and_z_score_columns(keys: tuple[str, ...], inputs: dict) -> dict[str
         return {}
     # Numbers held as text are parsed one by one; the rest go side by side as they are.
     numbers = [_number(inputs[key]) if inputs[key].dtype == tf.string else inputs[key] for key in keys]
-    stacked = _side_by_side([tf.cast(matrix, tf.float32) for matrix in _by_dtype(numbers, lambda _: 0)],
-                            _dtype_order(numbers))
+    stacked = _columns_matrix(numbers, lambda _: 0, lambda matrix: tf.cast(matrix, tf.float32))
     mask = _dense_matrix([_presence(number) for number in numbers], False)
     where = tf.where(mask)
     sparse = tf.SparseTensor(where, tf.gather_nd(stacked, where), tf.shape(stacked, out_type=tf.int64))
@@ -189,47 +188,40 @@ def _impute_and_z_score(value: tf.Tensor | tf.SparseTensor) -> tf.Tensor:
 # graph six times per run (then Beam runs it per batch and serving loads it), so columns
 # of one dtype are handled as one [batch, columns] matrix in a few ops, whatever their count.
 
-def _dtype_order(columns: list) -> list[int]:
-    """The column positions in the order _by_dtype's matrices hold them."""
+def _columns_matrix(columns: list, default: Callable[[Any], Any],
+                    convert: Callable[[tf.Tensor], tf.Tensor]) -> tf.Tensor:
+    """[batch, len(columns)] from [batch] or [batch, 1] columns of any dtypes: each dtype's
+    columns as one matrix (a missing value is default(a column of that dtype)), made one
+    dtype by convert, back in the columns' order."""
     dtypes = sorted({column.dtype.name for column in columns})
-    return [index for dtype in dtypes for index, column in enumerate(columns) if column.dtype.name == dtype]
-
-
-def _by_dtype(columns: list, default: Any) -> list[tf.Tensor]:
-    """One [batch, n] matrix per dtype (in _dtype_order) of the [batch] or [batch, 1] columns
-    that have it; a missing value is default(one of those columns)."""
-    dtypes = sorted({column.dtype.name for column in columns})
-    groups = [[column for column in columns if column.dtype.name == dtype] for dtype in dtypes]
-    return [_dense_matrix(group, default(group[0])) for group in groups]
-
-
-def _side_by_side(matrices: list[tf.Tensor], order: list[int]) -> tf.Tensor:
-    """_by_dtype's matrices as one, its columns back in their original order."""
-    matrix = tf.concat(matrices, axis=1) if len(matrices) > 1 else matrices[0]
-    if order == sorted(order):
-        return matrix
-    return tf.gather(matrix, [order.index(position) for position in range(len(order))], axis=1)
+    groups = [[index for index, column in enumerate(columns) if column.dtype.name == dtype] for dtype in dtypes]
+    matrices = [convert(_dense_matrix([columns[index] for index in group], default(columns[group[0]])))
+                for group in groups]
+    return _in_order(matrices, [index for group in groups for index in group])
 
 
 def _dense_matrix(columns: list, default: Any) -> tf.Tensor:
     """[batch, len(columns)] from columns of one dtype, sparse ones (that may be missing)
     joined as one SparseTensor first."""
-    sparse = [column for column in columns if isinstance(column, tf.SparseTensor)]
-    dense = [column for column in columns if not isinstance(column, tf.SparseTensor)]
+    sparse = [index for index, column in enumerate(columns) if isinstance(column, tf.SparseTensor)]
+    dense = [index for index, column in enumerate(columns) if not isinstance(column, tf.SparseTensor)]
     parts = []
     if sparse:
-        one_wide = tf.stack([sparse[0].dense_shape[0], tf.constant(1, tf.int64)])
-        joined = tf.sparse.concat(1, [tf.SparseTensor(c.indices, c.values, one_wide) for c in sparse])
+        one_wide = tf.stack([columns[sparse[0]].dense_shape[0], tf.constant(1, tf.int64)])
+        joined = tf.sparse.concat(1, [tf.SparseTensor(columns[i].indices, columns[i].values, one_wide) for i in sparse])
         parts.append(tf.sparse.to_dense(joined, default_value=tf.cast(default, joined.dtype)))
     if dense:
-        parts.append(tf.stack([tf.reshape(column, [-1]) for column in dense], axis=1))
-    matrix = tf.concat(parts, axis=1) if len(parts) > 1 else parts[0]
-    if not (sparse and dense):
+        parts.append(tf.stack([tf.reshape(columns[index], [-1]) for index in dense], axis=1))
+    return _in_order(parts, sparse + dense)
+
+
+def _in_order(matrices: list[tf.Tensor], positions: list[int]) -> tf.Tensor:
+    """The matrices side by side, whose columns hold the original positions listed, with
+    the columns put back in position order."""
+    matrix = tf.concat(matrices, axis=1) if len(matrices) > 1 else matrices[0]
+    if positions == sorted(positions):
         return matrix
-    # Back to the order the columns came in.
-    positions = [index for index, c in enumerate(columns) if isinstance(c, tf.SparseTensor)] + \
-        [index for index, c in enumerate(columns) if not isinstance(c, tf.SparseTensor)]
-    return tf.gather(matrix, [positions.index(position) for position in range(len(columns))], axis=1)
+    return tf.gather(matrix, np.argsort(positions), axis=1)
 
 
 def _presence(column: tf.Tensor | tf.SparseTensor) -> tf.Tensor | tf.SparseTensor:

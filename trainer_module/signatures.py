@@ -113,7 +113,9 @@ class ServingModule(tf.Module):
         alike: dict[tuple, list[tuple[str, tf.Tensor]]] = {}
         for name, value in rows.items():
             key = self._raw_names[name]
-            alike.setdefault((value.dtype, self._raw_spec[key].dtype, self._fixed(key)), []).append((key, value))
+            feature_spec = self._raw_spec[key]
+            fixed = isinstance(feature_spec, tf.io.FixedLenFeature)
+            alike.setdefault((value.dtype, feature_spec.dtype, fixed), []).append((key, value))
         raw: dict[str, tf.Tensor | tf.SparseTensor] = {}
         for (_, dtype, fixed), columns in alike.items():
             keys = [key for key, _ in columns]
@@ -125,9 +127,6 @@ class ServingModule(tf.Module):
             else:
                 raw.update(zip(keys, _sparse_columns(typed, present)))
         return self._predict_parsed.held(raw)
-
-    def _fixed(self, key: str) -> bool:
-        return isinstance(self._raw_spec[key], tf.io.FixedLenFeature)
 
     def _required_columns(self, keys: list[str], typed: tf.Tensor, present: tf.Tensor) -> list[tf.Tensor]:
         """Each column of typed shaped as tf.Example parsing gives it, once every row holds
