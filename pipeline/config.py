@@ -13,6 +13,7 @@ from pipeline.datasets import Dataset
 from pipeline.errors import ConfigError
 from pipeline.store.url import parse_url, sqlite_url
 from trainer_module.config import TrainingConfig
+from trainer_module.search_space import TuningConfig
 
 BEAM_MODES = ("auto", "in_memory", "multi_process")
 DEFAULT_HOME = "workspace"
@@ -48,11 +49,16 @@ class PipelineConfig:
     # Training knobs set here (flags, a caller), by TrainingConfig field name; every other
     # knob is the dataset file's [training] value, else TrainingConfig's default.
     knobs: Mapping[str, Any] = dataclasses.field(default_factory=dict, compare=False, repr=False)
+    # Tuning settings set here (the --tune-* flags), by TuningConfig field name, over the dataset
+    # file's [tuning].
+    tuning_settings: Mapping[str, Any] = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
     # The loaded dataset file (set from `dataset`).
     spec: Dataset = dataclasses.field(init=False, compare=False, repr=False)
     # The Trainer's knobs: `knobs` over the dataset file's.
     training: TrainingConfig = dataclasses.field(init=False)
+    # Whether the run tunes: `tuning_settings` over the dataset file's [tuning].
+    tuning: TuningConfig = dataclasses.field(init=False)
 
     def __post_init__(self) -> None:
         spec = datasets.load(self.dataset)
@@ -72,6 +78,7 @@ class PipelineConfig:
         if unknown:
             raise ConfigError(f"unknown training knob {unknown[0]!r}")
         object.__setattr__(self, "training", dataclasses.replace(spec.training, **self.knobs))
+        object.__setattr__(self, "tuning", dataclasses.replace(spec.tuning, **self.tuning_settings))
         self.validate()
 
     # Derived locations: everything a run writes lives under home.
@@ -136,8 +143,11 @@ class PipelineConfig:
             )
         try:
             self.training.validate()
+            self.tuning.validate(self.training.model_family)
         except ValueError as err:
             raise ConfigError(str(err)) from None
+        if self.tuning.storage:
+            parse_url(self.tuning.storage)
         texts = [f.name for f in self.spec.features if f.role == "text"]
         if self.training.model_family == "gbt" and texts:
             raise ConfigError(f"the gbt family reads no text feature, and {texts[0]!r} is one "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 from pathlib import Path
 from typing import Mapping
 
@@ -40,6 +41,10 @@ from components.reporting_evaluator import keys as evaluator_keys
 from components.reporting_trainer import executor as reporting_trainer
 from components.reporting_trainer import keys as trainer_keys
 from components.serving_check.component import ServingCheck
+from components.tuner import keys as tuner_keys
+from components.tuner import strategy as tuning_strategy
+from components.tuner.component import Tuner
+from components.tuner.strategy import LatestTuningStrategy
 from pipeline import datasets, vertex
 from pipeline import deployment as deployment_lib
 from pipeline.config import PipelineConfig
@@ -47,12 +52,14 @@ from pipeline.datasets.table import SUFFIXES
 from pipeline.deployment import Deployment, Setting
 from pipeline.errors import ConfigError
 from serving import contract
-from trainer_module import features
+from trainer_module import features, search_space
 
 PREPROCESSING_FN = "trainer_module.preprocessing.preprocessing_fn"
 RUN_FN = "trainer_module.families.run_fn"
 # The node id kept from TFX's examples: runs, caches and compiled task names refer to it.
 BASELINE_RESOLVER_ID = "latest_blessed_model_resolver"
+# The resolver of a reusable tuning result (components/tuner/strategy.py).
+TUNING_RESOLVER_ID = "latest_tuning_resolver"
 # What preprocessing_fn runs: an edit elsewhere (the model, run_fn) keeps Transform cached.
 TRANSFORM_SOURCES = ("preprocessing.py", "features.py", "dates.py", "autograph.py", "__init__.py")
 
@@ -104,25 +111,28 @@ def create_pipeline(
     )
     # ExampleValidator only records anomalies; the gate stops the run before Transform.
     transform.add_upstream_node(anomaly_gate)
+    trainer_config = vertex.training_config(deployment.vertex_training) | feature_config | {
+        # Names the dataset file and tells its versions apart (lineage, diff).
+        trainer_keys.DATASET_FILE_KEY: str(spec.path),
+        trainer_keys.DATASET_TEXT_KEY: base64.b64encode(spec.path.read_bytes()).decode("ascii"),
+        trainer_keys.DATASET_FINGERPRINT_KEY: spec.fingerprint(),
+        trainer_keys.MODEL_NAME_KEY: config.model_name,
+        trainer_keys.FEATURE_CONTRACT_KEY: spec.feature_contract(),
+        # Compiled as a training metric too: the report holds it on train and eval, and the
+        # trivial baseline's score on it.
+        features.BLESSING_METRIC_KEY: spec.blessing.metric,
+        trainer_keys.CODE_FINGERPRINT_KEY: trainer_fingerprint,
+    } | config.training.to_config()
+    tuning_node = tuning_step(config, deployment, transform, schema_gen, trainer_config)
     trainer = Trainer(
         run_fn=RUN_FN,
         examples=transform.outputs["transformed_examples"],
         transform_graph=transform.outputs["transform_graph"],
         schema=schema_gen.outputs["schema"],
+        hyperparameters=tuning_node.outputs[tuning_output(tuning_node)] if tuning_node else None,
         train_args=trainer_pb2.TrainArgs(),
         eval_args=trainer_pb2.EvalArgs(),
-        custom_config=vertex.training_config(deployment.vertex_training) | feature_config | {
-            # Names the dataset file and tells its versions apart (lineage, diff).
-            trainer_keys.DATASET_FILE_KEY: str(spec.path),
-            trainer_keys.DATASET_TEXT_KEY: base64.b64encode(spec.path.read_bytes()).decode("ascii"),
-            trainer_keys.DATASET_FINGERPRINT_KEY: spec.fingerprint(),
-            trainer_keys.MODEL_NAME_KEY: config.model_name,
-            trainer_keys.FEATURE_CONTRACT_KEY: spec.feature_contract(),
-            # Compiled as a training metric too: the report holds it on train and eval, and the
-            # trivial baseline's score on it.
-            features.BLESSING_METRIC_KEY: spec.blessing.metric,
-            trainer_keys.CODE_FINGERPRINT_KEY: trainer_fingerprint,
-        } | config.training.to_config(),
+        custom_config=trainer_config,
     )
     # Records the training report on the Model artifact (see the executor), here or
     # after a Vertex AI Training job.
@@ -167,6 +177,7 @@ def create_pipeline(
         example_validator,
         anomaly_gate,
         transform,
+        *([tuning_node] if tuning_node else []),
         trainer,
         model_resolver,
         evaluator,
@@ -185,6 +196,41 @@ def create_pipeline(
         metadata_connection_config=metadata_connection_config,
         beam_pipeline_args=beam_pipeline_args or [],
     )
+
+
+def tuning_step(config: PipelineConfig, deployment: Deployment, transform: Transform,
+                schema_gen: ImportSchemaGen, trainer_config: dict) -> Tuner | Resolver | None:
+    """What hands the Trainer its tuned knobs: a Tuner when the run tunes; else, locally, a
+    resolver of the latest tuning result of this model and feature contract over the same
+    search space (none: the Trainer trains with its knobs as given)."""
+    tuning = config.tuning
+    family = config.training.model_family
+    space_fingerprint = search_space.fingerprint(family, search_space.space(family, tuning.knobs))
+    if tuning.tunes:
+        return Tuner(
+            examples=transform.outputs["transformed_examples"],
+            transform_graph=transform.outputs["transform_graph"],
+            schema=schema_gen.outputs["schema"],
+            custom_config=json.dumps(trainer_config, sort_keys=True),
+            train_args="{}", eval_args="{}",
+            **{tuner_keys.TRIALS: tuning.trials or 0, tuner_keys.MINUTES: float(tuning.minutes or 0),
+               tuner_keys.KNOBS: json.dumps(list(tuning.knobs)), tuner_keys.STORAGE: tuning.storage or "",
+               tuner_keys.STUDY_NAME: tuning.study or "", tuner_keys.PARALLELISM: tuning.parallelism,
+               tuner_keys.SEARCH_SPACE: space_fingerprint},
+        )
+    if not tuning.reuses or not deployment.python_resolvers:
+        return None
+    return Resolver(
+        strategy_class=LatestTuningStrategy,
+        config={tuner_keys.SEARCH_SPACE: space_fingerprint,
+                tuner_keys.FEATURE_CONTRACT: trainer_config[trainer_keys.FEATURE_CONTRACT_KEY],
+                tuner_keys.MODEL_NAME: config.model_name},
+        **{tuning_strategy.HYPERPARAMETERS_KEY: Channel(type=standard_artifacts.HyperParameters)},
+    ).with_id(TUNING_RESOLVER_ID)
+
+
+def tuning_output(node: Tuner | Resolver) -> str:
+    return "best_hyperparameters" if isinstance(node, Tuner) else tuning_strategy.HYPERPARAMETERS_KEY
 
 
 def baseline_resolver(deployment: Deployment, trainer: Trainer) -> Resolver:

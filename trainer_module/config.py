@@ -12,6 +12,7 @@ import re
 from typing import Any, Mapping
 
 from trainer_module import hardware, optimizer_choice
+from trainer_module.search_space import Choice, Dimension, Range
 
 # The file run_fn writes into model_run, which the Trainer's executor copies onto the Model.
 REPORT_FILE = "training_report.json"
@@ -30,22 +31,28 @@ NUMERIC_ENCODINGS = ("zscore", "plr")
 
 
 def knob(default: Any, help: str, *, flag: str | None = None, choices: tuple[str, ...] = (),
-         per_dataset: bool = False, has_flag: bool = True) -> Any:
+         per_dataset: bool = False, has_flag: bool = True, search: Dimension | None = None) -> Any:
     """A TrainingConfig field. help may quote {default}. flag: its name when not the field's
     (`--field-name`). per_dataset: a knob a dataset file sets ([training] that `init` writes;
-    the flag's help quotes each built-in's value; lineage shows it first)."""
+    the flag's help quotes each built-in's value; lineage shows it first). search: the values
+    a Tuner tries (trainer_module/search_space.py; a gbt_ knob's for the gbt family)."""
     return dataclasses.field(default=default, metadata={
-        "help": help, "flag": flag, "choices": choices, "per_dataset": per_dataset, "has_flag": has_flag})
+        "help": help, "flag": flag, "choices": choices, "per_dataset": per_dataset, "has_flag": has_flag,
+        "search": search})
 
 
 @dataclasses.dataclass(frozen=True)
 class TrainingConfig:
     epochs: int = knob(100, "the most training epochs; early stopping on the validation slice usually ends "
                             "sooner (default: {default})", per_dataset=True)
-    batch_size: int = knob(32, "training batch size per replica (default: {default})", per_dataset=True)
-    learning_rate: float = knob(0.01, "Adam learning rate (default: {default})", per_dataset=True)
-    # A dataset file's only: no flag.
-    hidden_units: tuple[int, ...] = knob((32, 16), "units of each hidden layer", per_dataset=True, has_flag=False)
+    batch_size: int = knob(32, "training batch size per replica (default: {default})", per_dataset=True,
+                           search=Choice((16, 32, 64, 128, 256)))
+    learning_rate: float = knob(0.01, "Adam learning rate (default: {default})", per_dataset=True,
+                                search=Range(3e-4, 3e-2, log=True))
+    # A dataset file's only: no flag. The Tuner searches width and depth together.
+    hidden_units: tuple[int, ...] = knob((32, 16), "units of each hidden layer", per_dataset=True, has_flag=False,
+                                         search=Choice(((32, 16), (64, 32), (128, 64), (256, 128), (64,),
+                                                        (128, 64, 32))))
     # Model quality: the defaults are what benchmarks/quality_bench.py measured best (docs/quality.md).
     validation_share: float = knob(0.1, "share of the train split held out to stop training early and keep the "
                                         "best epoch's weights; 0 trains every epoch (default: {default})")
@@ -55,8 +62,10 @@ class TrainingConfig:
                              "and serve their average (k-fold bagging); 1 trains one model on the validation "
                              f"slice; 0 picks: {AUTO_BAG_FOLDS} for train splits up to {BAG_MAX_ROWS:,} rows, "
                              "else 1 (default: {default})")
-    weight_decay: float = knob(1e-4, "decoupled weight decay of the dense layers (AdamW; default: {default})")
-    dropout: float = knob(0.3, "dropout rate after each hidden layer (default: {default})")
+    weight_decay: float = knob(1e-4, "decoupled weight decay of the dense layers (AdamW; default: {default})",
+                               search=Range(1e-6, 1e-2, log=True))
+    dropout: float = knob(0.3, "dropout rate after each hidden layer (default: {default})",
+                          search=Range(0.0, 0.5))
     dropout_max_rows: int = knob(100_000, "dropout applies while the train split has at most this many rows; "
                                           "larger tables train without it (0: always; default: {default})")
     class_weight: str = knob("none", "classification: weigh each class by its inverse frequency (balanced), "
@@ -66,7 +75,7 @@ class TrainingConfig:
                               "linear one plus the hidden layers' correction (default: on)")
     numeric_encoding: str = knob("zscore", "how the model reads numbers: zscore as Transform scales them, or "
                                            "plr, periodic embeddings learned per feature (default: {default})",
-                                 choices=NUMERIC_ENCODINGS)
+                                 choices=NUMERIC_ENCODINGS, search=Choice(NUMERIC_ENCODINGS))
     # Trainer hardware: each "auto" is resolved from the devices the Trainer sees.
     strategy: str = knob("auto", "tf.distribute strategy for the Trainer (default: {default}, from the devices)",
                          choices=hardware.STRATEGIES)
@@ -91,9 +100,10 @@ class TrainingConfig:
     model_family: str = knob("dnn", "model family: dnn (a Keras MLP) or gbt (TF-DF gradient-boosted trees) "
                                     "(default: {default})", flag="--model", choices=MODEL_FAMILIES)
     gbt_num_trees: int = knob(300, "gbt: most trees (early stopping on a validation slice of the train split "
-                                   "may keep fewer; default: {default})")
-    gbt_max_depth: int = knob(6, "gbt: maximum tree depth (default: {default})")
-    gbt_shrinkage: float = knob(0.1, "gbt: learning rate of the boosting (default: {default})")
+                                   "may keep fewer; default: {default})", search=Range(100, 1000, log=True))
+    gbt_max_depth: int = knob(6, "gbt: maximum tree depth (default: {default})", search=Range(3, 8))
+    gbt_shrinkage: float = knob(0.1, "gbt: learning rate of the boosting (default: {default})",
+                                search=Range(0.02, 0.3, log=True))
 
     def __post_init__(self) -> None:
         # A list from TOML or JSON: the field holds a tuple, so configs compare and hash.
@@ -149,6 +159,18 @@ class TrainingConfig:
         its default."""
         return cls(**{field.name: coerce(field, custom_config[field.name])
                       for field in dataclasses.fields(cls) if field.name in custom_config})
+
+
+# The Tuner's best_hyperparameters file: {"values": {knob: value}} (KerasTuner's shape), which
+# the Trainer's executor hands to run_fn as fn_args.hyperparameters.
+TUNED_VALUES = "values"
+
+
+def training_of(fn_args: Any) -> TrainingConfig:
+    """The knobs a Trainer trains with: its custom_config's, with a tuning result's values
+    (fn_args.hyperparameters, from the Tuner or the latest reusable result) over them."""
+    tuned = (getattr(fn_args, "hyperparameters", None) or {}).get(TUNED_VALUES, {})
+    return TrainingConfig.from_config({**(fn_args.custom_config or {}), **tuned})
 
 
 def bag_folds(training: TrainingConfig, train_rows: int) -> int:

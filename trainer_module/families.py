@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from tfx.components.trainer.fn_args_utils import FnArgs
 
-from trainer_module.config import TrainingConfig
+from trainer_module import config
 
 
 def run_fn(fn_args: FnArgs) -> None:
-    training = TrainingConfig.from_config(fn_args.custom_config or {})
+    training = config.training_of(fn_args)
     if training.model_family == "gbt":
         # Only a gbt run pays for importing TF-DF.
         from trainer_module import gbt

@@ -5,6 +5,7 @@ callbacks.py)."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
@@ -39,9 +40,55 @@ from trainer_module.input import EpochSteps
 autograph.skip_library_conversion()
 
 
-def run_fn(fn_args: FnArgs) -> None:
-    """Trains the model on the chosen hardware setup and exports it for serving."""
-    training = TrainingConfig.from_config(fn_args.custom_config or {})
+@dataclasses.dataclass(frozen=True)
+class Setup:
+    """What one training needs before it reads data: the knobs, the features, the hardware
+    choice and the model's arguments (run_fn and the Tuner's trials, tuning.py, share it)."""
+    training: TrainingConfig
+    spec: FeatureSpec
+    blessing_metric: str
+    tf_transform_output: tft.TFTransformOutput
+    vocab_sizes: dict[str, int]
+    num_classes: int
+    optimizer: str
+    choice: hardware.HardwareChoice
+    strategy: tf.distribute.Strategy
+    global_batch_size: int
+    learning_rate: float
+
+    @property
+    def replicas(self) -> int:
+        return self.strategy.num_replicas_in_sync
+
+    @property
+    def label_key(self) -> str:
+        return self.spec.transformed_label_key
+
+    @property
+    def equal_batches(self) -> bool:
+        """XLA compiles one shape; accumulation splits a batch into equal parts."""
+        return self.choice.xla or self.training.accumulation_steps > 1
+
+    @property
+    def model_args(self) -> tuple[FeatureSpec, dict[str, int], int, tuple[int, ...], float]:
+        return (self.spec, self.vocab_sizes, self.num_classes, self.training.hidden_units, self.learning_rate)
+
+    def build(self, shape: model.Shape, label_scale: dict[str, Any]) -> keras.Model:
+        with self.strategy.scope():
+            return model.build_model(
+                *self.model_args,
+                shape=shape,
+                weight_decay=self.training.weight_decay,
+                jit_compile=self.choice.xla,
+                steps_per_execution=self.training.steps_per_execution,
+                accumulation_steps=self.training.accumulation_steps,
+                optimizer=self.optimizer,
+                blessing_metric=self.blessing_metric,
+                **label_scale,
+            )
+
+
+def setup(fn_args: FnArgs, training: TrainingConfig) -> Setup:
     spec = features.from_custom_config(fn_args.custom_config)
     # The dataset file's blessing metric; without one, the task's training metric.
     blessing_metric = str(fn_args.custom_config.get(features.BLESSING_METRIC_KEY) or model.training_metric(spec.task))
@@ -57,11 +104,22 @@ def run_fn(fn_args: FnArgs) -> None:
                              sparse_updates=embedded and optimizer in optimizer_choice.SPARSE_OPTIMIZERS)
     strategy = hardware.build_strategy(choice.strategy)
     replicas = strategy.num_replicas_in_sync
-    # batch_size is per replica; the input pipeline yields global batches.
-    global_batch_size = training.batch_size * replicas
-    label_key = spec.transformed_label_key
-    # Equal batches: XLA compiles one shape; accumulation splits a batch into equal parts.
-    equal_batches = choice.xla or training.accumulation_steps > 1
+    return Setup(training=training, spec=spec, blessing_metric=blessing_metric,
+                 tf_transform_output=tf_transform_output, vocab_sizes=vocab_sizes, num_classes=num_classes,
+                 optimizer=optimizer, choice=choice, strategy=strategy,
+                 # batch_size is per replica; the input pipeline yields global batches.
+                 global_batch_size=training.batch_size * replicas,
+                 learning_rate=effective_learning_rate(training, replicas))
+
+
+def run_fn(fn_args: FnArgs) -> None:
+    """Trains the model on the chosen hardware setup and exports it for serving."""
+    run = setup(fn_args, config.training_of(fn_args))
+    training, spec, blessing_metric = run.training, run.spec, run.blessing_metric
+    tf_transform_output, num_classes, choice = run.tf_transform_output, run.num_classes, run.choice
+    replicas, global_batch_size, label_key = run.replicas, run.global_batch_size, run.label_key
+    equal_batches, learning_rate, model_args, optimizer = (run.equal_batches, run.learning_rate, run.model_args,
+                                                           run.optimizer)
     # Early stopping watches a slice of the train split; the eval split stays for blessing.
     fit_part = input.Part(input.FIT, training.validation_share)
     train_ds = input.input_dataset(
@@ -69,8 +127,6 @@ def run_fn(fn_args: FnArgs) -> None:
         global_batch_size, shuffle=True, drop_remainder=equal_batches, part=fit_part,
     )
     eval_ds = input.input_dataset(fn_args.eval_files, tf_transform_output, label_key, global_batch_size, shuffle=False)
-    learning_rate = effective_learning_rate(training, replicas)
-    model_args = (spec, vocab_sizes, num_classes, training.hidden_units, learning_rate)
     # Reading before fit: for data the pipeline caches, this is its one read of the files.
     started = time.perf_counter()
     steps = input.epoch_steps(train_ds, fn_args.train_files, eval_ds, fn_args.eval_files, global_batch_size,
@@ -108,18 +164,7 @@ def run_fn(fn_args: FnArgs) -> None:
         member_results: list[dict[str, Any]] = []
         try:
             def build() -> keras.Model:
-                with strategy.scope():
-                    return model.build_model(
-                        *model_args,
-                        shape=shape,
-                        weight_decay=training.weight_decay,
-                        jit_compile=choice.xla,
-                        steps_per_execution=training.steps_per_execution,
-                        accumulation_steps=training.accumulation_steps,
-                        optimizer=optimizer,
-                        blessing_metric=blessing_metric,
-                        **label_scale,
-                    )
+                return run.build(shape, label_scale)
 
             classifier = build()
             for index, data in enumerate(member_data):

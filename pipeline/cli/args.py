@@ -163,6 +163,42 @@ def add_pipeline_args(parser: argparse.ArgumentParser) -> None:
     for field in knobs:
         if not field.metadata["per_dataset"]:
             _add_training_flag(parser, field)
+    add_tuning_args(parser.add_argument_group("tuning (a Tuner between Transform and the Trainer)"))
+
+
+# TuningConfig field set by each --tune-* flag (by its argparse dest).
+TUNING_FIELD_OF_FLAG = {"tune_trials": "trials", "tune_time": "minutes", "tune_knobs": "knobs",
+                        "tune_storage": "storage", "tune_study": "study", "tune_parallelism": "parallelism"}
+
+
+def add_tuning_args(group) -> None:
+    group.add_argument("--tune-trials", type=int_at_least(0), metavar="N",
+                       help="search the training knobs in N trials and train with the best; 0: train with the "
+                            "knobs as given (default: the dataset file's [tuning] trials, else reuse the latest "
+                            "tuning result of this dataset whose search space still matches)")
+    group.add_argument("--tune-time", type=_positive_float, metavar="MINUTES",
+                       help="tune for at most this long (with --tune-trials: whichever ends first)")
+    group.add_argument("--tune-knobs", type=lambda text: tuple(k.strip() for k in text.split(",") if k.strip()),
+                       metavar="KNOB,...", help="search only these knobs (default: every searched knob of the "
+                                                "model family)")
+    group.add_argument("--tune-storage", metavar="URL",
+                       help="keep the study in sqlite:///PATH, mysql://USER@HOST[:PORT]/DB or "
+                            "postgresql://USER@HOST[:PORT]/DB (password in $TURBOTFX_METADATA_PASSWORD), so "
+                            "processes or machines given the same --tune-study share its trials "
+                            "(default: in memory)")
+    group.add_argument("--tune-study", metavar="NAME", help="the study's name in --tune-storage (default: a new one)")
+    group.add_argument("--tune-parallelism", type=int_at_least(1), metavar="P",
+                       help="processes running trials at once (default: 1)")
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid number: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
+    return value
 
 
 def _builtin_datasets() -> tuple[str, ...]:
@@ -227,6 +263,8 @@ def config_from_args(args: argparse.Namespace, ignore: tuple[str, ...] = ()) -> 
                                 if hasattr(args, flag) and flag not in ignore}
     knobs = {field.name: getattr(args, field.name) for field in training_flags() if hasattr(args, field.name)}
     given["knobs"] = {name: value for name, value in knobs.items() if value is not None}
+    given["tuning_settings"] = {field: getattr(args, flag) for flag, field in TUNING_FIELD_OF_FLAG.items()
+                                if getattr(args, flag, None) is not None}
     if getattr(args, "split", None):
         given["train_buckets"], given["eval_buckets"] = args.split
     if getattr(args, "no_cache", False):

@@ -134,7 +134,7 @@ class _ComponentProgress(logging.Handler):
             self.console.component_started(match.group(1))
         elif match := _FINISHED.search(message):
             self.console.component_finished(match.group(1))
-        elif progress.EPOCH_LINE.match(message):
+        elif any(line.match(message) for line in (progress.EPOCH_LINE, progress.TRIAL_LINE, progress.TUNING_LINE)):
             self.console.epoch_line(message)
 
 

@@ -35,6 +35,7 @@ from trainer_module import config as training_config
 from trainer_module import features
 from trainer_module.config import TrainingConfig
 from trainer_module.features import BINARY, MULTICLASS, REGRESSION, TASKS, Categorical, FeatureSpec
+from trainer_module.search_space import TuningConfig
 
 BUILTIN_DIR = Path(__file__).resolve().parent
 # A dataset, pipeline or model name: it names folders, MLMD contexts and TF Serving models.
@@ -55,7 +56,10 @@ DEFAULT_BLESSING: dict[str, dict[str, Any]] = {
 }
 
 _TOP_KEYS = {"name", "data_root", "format", "label", "task", "classes", "positive", "schema", "slices",
-             "generate", "rows", "features", "blessing", "training", "model"}
+             "generate", "rows", "features", "blessing", "training", "model", "tuning"}
+# [tuning]: search_space.TuningConfig's fields, each of this kind.
+TUNING_KEYS: dict[str, type | tuple[type, ...]] = {
+    "trials": int, "minutes": (int, float), "knobs": list, "storage": str, "study": str, "parallelism": int}
 # [model]: the model family and its knobs, each a TrainingConfig knob ([training] may name it too).
 MODEL_KEYS = {"family": "model_family", "num_trees": "gbt_num_trees", "max_depth": "gbt_max_depth",
               "shrinkage": "gbt_shrinkage"}
@@ -104,6 +108,7 @@ class Dataset:
     training: TrainingConfig  # [training] over TrainingConfig's defaults
     generate: str | None = None
     rows: int | None = None  # synthetic rows by default
+    tuning: TuningConfig = TuningConfig()  # [tuning]: no Tuner unless it asks for trials or minutes
 
     @property
     def model_features(self) -> tuple[Feature, ...]:
@@ -334,6 +339,7 @@ class _Reader:
             training=self.training(),
             generate=generate,
             rows=rows,
+            tuning=self.tuning(),
         )
         self.check_schema(schema, label, feature_list)  # last: the file's own keys are named first
         return dataset
@@ -402,6 +408,15 @@ class _Reader:
                                 f"write e.g. {knob.name} = {list(cast(tuple, knob.default))}")
             given[knob.name] = training_config.coerce(knob, value)
         return training_config.TrainingConfig(**given | self.model(given))
+
+    def tuning(self) -> TuningConfig:
+        table = self.get(self.raw, "tuning", dict, default={})
+        self.unknown_keys(table, set(TUNING_KEYS), "tuning.")
+        given = {key: self.get(table, key, kind, "tuning.") for key, kind in TUNING_KEYS.items() if key in table}
+        if not all(isinstance(knob, str) for knob in given.get("knobs", [])):
+            raise self.fail("tuning.knobs", f"{given['knobs']!r} is not a list of knob names",
+                            'write knobs = ["learning_rate", "dropout"]')
+        return TuningConfig(**given)
 
     def model(self, training: dict[str, Any]) -> dict[str, Any]:
         """[model]'s knobs by TrainingConfig field; one set in [training] too is refused."""

@@ -19,6 +19,7 @@ from components.atomic_pusher import keys as pusher_keys
 from components.reporting_evaluator import keys as evaluator_keys
 from components.reporting_trainer import keys as trainer_keys
 from components.serving_check import keys as check_keys
+from components.tuner import keys as tuner_keys
 from pipeline.errors import ConfigError
 from pipeline.provenance.graph import (
     INPUT,
@@ -248,6 +249,7 @@ def model_lineage(
     pushed_model = max(pushed, key=lambda a: a.id) if pushed else None
 
     report = prefixed_properties(model, trainer_keys.TRAINING_PREFIX)
+    tuned = first(graph.inputs(trainer.id, "hyperparameters"))
     return {
         "model": {"id": model.id, "uri": model.uri},
         "pushed_model": None if pushed_model is None else {
@@ -259,12 +261,13 @@ def model_lineage(
         "trainer": {
             "execution_id": trainer.id,
             "state": STATE_NAMES.get(trainer.last_known_state, "UNKNOWN"),
-            "hyperparameters": hyperparameters(trainer),
+            "hyperparameters": hyperparameters(trainer, tuned),
             "effective": {key: report[key] for key in EFFECTIVE_KEYS if key in report},
             "code_fingerprint": json_property(trainer, "custom_config").get(trainer_keys.CODE_FINGERPRINT_KEY),
             "training_report": report,
         },
         "dataset": dataset_of(trainer),
+        "tuning": None if tuned is None else tuning_of(store, types, graph, tuned, contexts.get(RUN_CONTEXT)),
         "transform": None if transform is None or transform_graph is None else {
             "execution_id": transform.id,
             "state": STATE_NAMES.get(transform.last_known_state, "UNKNOWN"),
@@ -343,10 +346,14 @@ def _decoded(base64_text: str | None) -> str | None:
     return None if base64_text is None else base64.b64decode(base64_text).decode("utf-8", errors="replace")
 
 
-def hyperparameters(trainer: mlmd_pb.Execution) -> dict[str, Any]:
-    """What the Trainer was configured with: its custom config, train args and eval args."""
+def hyperparameters(trainer: mlmd_pb.Execution, tuned: mlmd_pb.Artifact | None = None) -> dict[str, Any]:
+    """What the Trainer was configured with: its custom config with the tuning result's values
+    over it (what run_fn trains with: trainer_module/config.py training_of), train args and
+    eval args."""
     values = {key: value for key, value in json_property(trainer, "custom_config").items()
               if key != trainer_keys.CODE_FINGERPRINT_KEY and key not in _DATASET_ENTRIES}
+    if tuned is not None:
+        values.update(decoded_json(property_of(tuned, tuner_keys.BEST_VALUES)) or {})
     for name in ("train_args", "eval_args"):
         values[name] = json_property(trainer, name)
     # A compiled pipeline's runtime parameter overrides its knob in custom_config.
@@ -354,6 +361,37 @@ def hyperparameters(trainer: mlmd_pb.Execution) -> dict[str, Any]:
     if epochs is not None:
         values[RUNTIME_KNOB] = int(epochs)
     return values
+
+
+def tuning_of(store: metadata_store.MetadataStore, types: TypeNames, graph: Graph, tuned: mlmd_pb.Artifact,
+              run: mlmd_pb.Context | None) -> dict[str, Any]:
+    """The tuning result a Trainer trained with: how many trials produced it, the best one, and
+    whether this run's Tuner made it or it was reused from an earlier run."""
+    tuner = graph.producer(tuned.id)
+    tuner_run = _contexts_of(store, types, tuner.id).get(RUN_CONTEXT) if tuner else None
+    best = property_of(tuned, tuner_keys.BEST_TRIAL)
+    return {
+        "id": tuned.id,
+        "uri": tuned.uri,
+        "tuner_execution_id": tuner.id if tuner else None,
+        "run_id": tuner_run.name if tuner_run else None,
+        "reused": bool(run and tuner_run and tuner_run.id != run.id),
+        "trials": property_of(tuned, tuner_keys.TRIAL_COUNT),
+        "pruned": property_of(tuned, tuner_keys.PRUNED_COUNT),
+        "failed": property_of(tuned, tuner_keys.FAILED_COUNT),
+        "best_trial": None if best is None else int(best),
+        "best_score": property_of(tuned, tuner_keys.BEST_SCORE),
+        "objective": property_of(tuned, tuner_keys.OBJECTIVE),
+        "values": decoded_json(property_of(tuned, tuner_keys.BEST_VALUES)) or {},
+        "study": property_of(tuned, tuner_keys.STUDY),
+        "search_space": property_of(tuned, tuner_keys.SEARCH_SPACE),
+        "wall_s": property_of(tuned, tuner_keys.WALL_S),
+    }
+
+
+def tuning_trials(tuned: mlmd_pb.Artifact) -> list[dict[str, Any]]:
+    """Every trial recorded on a tuning result: number, state, score, duration_s, values, epochs."""
+    return decoded_json(property_of(tuned, tuner_keys.TRIALS_PROPERTY)) or []
 
 
 def anomalies_found(anomalies: mlmd_pb.Artifact) -> bool:

@@ -50,6 +50,13 @@ def lineage_text(lineage: dict[str, Any]) -> str:
         lines.append(f"├─ dataset {dataset['name']} ({dataset['task']}, label {dataset['label']!r}) from "
                      f"{dataset['file']} (content {dataset['fingerprint']})")
     lines.append(f"└─ trainer execution {trainer['execution_id']} ({trainer['state']})")
+    tuning = lineage.get("tuning")
+    if tuning:
+        source = f"reused from run {tuning['run_id']}" if tuning["reused"] else "tuned in this run"
+        lines.append(f"   ├─ tuning {tuning['id']} ({source}): {tuning['trials']} trials ({tuning['pruned']} pruned, "
+                     f"{tuning['failed']} failed), best trial {tuning['best_trial'] + 1}, {tuning['objective']} "
+                     f"{_number(tuning['best_score'])}: "
+                     + ", ".join(f"{k}={_short(v)}" for k, v in tuning["values"].items()))
     hyperparameters = trainer["hyperparameters"]
     ordered = [k for k in _HEADLINE if k in hyperparameters] + sorted(set(hyperparameters) - set(_HEADLINE))
     lines.append("   ├─ hyperparameters: " + ", ".join(f"{k}={_short(hyperparameters[k])}" for k in ordered))
@@ -81,6 +88,28 @@ def lineage_text(lineage: dict[str, Any]) -> str:
         else:
             lines.append("      └─ anomalies: none recorded")
     return "\n".join(lines)
+
+
+def study_text(study: dict[str, Any]) -> str:
+    """A tuning result and its trials, one line each, in the order they started."""
+    source = f"run {study['run_id']}" if study["run_id"] else "an unrecorded run"
+    best = study["best_trial"]
+    lines = [f"tuning {study['id']} ({source}, study {study['study']}): {study['trials']} trials "
+             f"({study['pruned']} pruned, {study['failed']} failed) in {study['wall_s']:.1f}s; "
+             f"best trial {best + 1}, {study['objective']} {_number(study['best_score'])}",
+             f"{'trial':>5}  {'state':<8}  {'score':>10}  {'seconds':>8}  {'epochs':>6}  values"]
+    for trial in sorted(study["trial_list"], key=lambda t: t["number"]):
+        marker = " *" if trial["number"] == best else ""
+        seconds = "-" if trial["duration_s"] is None else f"{trial['duration_s']:.1f}"
+        values = ", ".join(f"{k}={_short(v)}" for k, v in trial["values"].items())
+        lines.append(f"{trial['number'] + 1:>5}  {trial['state']:<8}  {_or_dash(_number_or_none(trial['score'])):>10}  "
+                     f"{seconds:>8}  {trial['epochs']:>6}  {values}{marker}")
+    lines.append("(* the best trial: the Trainer trains with its values)")
+    return "\n".join(lines)
+
+
+def _number_or_none(value: Any) -> str | None:
+    return None if value is None else _number(value)
 
 
 def lineage_dot(lineage: dict[str, Any]) -> str:

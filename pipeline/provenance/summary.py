@@ -19,6 +19,7 @@ from components.reporting_evaluator import keys as evaluator_keys
 from components.reporting_trainer import keys as trainer_keys
 from components.reporting_trainer.keys import from_json_property
 from components.serving_check import keys as check_keys
+from components.tuner import keys as tuner_keys
 from pipeline.provenance import run_state
 from pipeline.provenance.graph import (
     NODE_CONTEXT,
@@ -28,6 +29,7 @@ from pipeline.provenance.graph import (
     STATE_NAMES,
     TypeNames,
     prefixed_properties,
+    value_of,
 )
 from pipeline.provenance.run_state import UNFINISHED_STATES
 from pipeline.provenance.verdict import Verdict
@@ -67,6 +69,8 @@ class RunSummary:
     # The model (serving directory; a dataset's name unless --model-name) the run was for.
     model_name: str | None = None
     verdict: Verdict = dataclasses.field(default_factory=Verdict)  # why blessed or not; yardsticks
+    # The tuning result the Trainer trained with: made by this run's Tuner, or reused.
+    tuning: dict[str, Any] | None = None
 
     @property
     def blessing_value(self) -> float | None:
@@ -86,6 +90,7 @@ class RunSummary:
             "verdict": self.verdict.as_dict(self.blessing_value, self.blessed),
             "serving_check": self.serving_check,
             "pushed_path": self.pushed_path,
+            "tuning": self.tuning,
         }
 
     def failed_component(self) -> str | None:
@@ -112,6 +117,8 @@ class RunSummary:
         lines = [f"run {self.run_id}"]
         for component in self.components:
             lines.append(f"  {component.node_id:<32} {component.state:<9} {component.seconds:6.1f}s")
+        if self.tuning:
+            lines.append(_tuning_line(self.tuning))
         shown = {**{name: f"{value:.4f}" for name, value in self.metrics.items()},
                  **{_change_label(name): f"{value:.4f}" for name, value in self.metric_changes.items()},
                  **{name: _not_available(reason) for name, reason in self.undefined_metrics.items()}}
@@ -207,7 +214,36 @@ def summarize(
             # The first of each type counts (the lowest id), as `runs` always took: a run has
             # one of each, except with a second Pusher (a Vertex endpoint) after the first.
             read.add(type_name)
+    if summary.tuning is None:
+        # A reused tuning result is what the run's resolver handed on (an internal output).
+        resolved = sorted({e.artifact_id for e in events if e.type == mlmd_pb.Event.INTERNAL_OUTPUT})
+        for artifact in store.get_artifacts_by_id(resolved) if resolved else []:
+            if types.artifact(artifact.type_id) == HYPERPARAMETERS_TYPE:
+                summary.tuning = _tuning(artifact, reused=True)
     return summary
+
+
+HYPERPARAMETERS_TYPE = "HyperParameters"
+
+
+def _tuning(artifact: mlmd_pb.Artifact, reused: bool) -> dict[str, Any]:
+    properties = artifact.custom_properties
+    return {"id": artifact.id, "reused": reused,
+            **{name: value_of(properties[key]) for name, key in _TUNING_FIELDS.items() if key in properties}}
+
+
+_TUNING_FIELDS = {"trials": tuner_keys.TRIAL_COUNT, "pruned": tuner_keys.PRUNED_COUNT,
+                  "failed": tuner_keys.FAILED_COUNT, "best_trial": tuner_keys.BEST_TRIAL,
+                  "best_score": tuner_keys.BEST_SCORE, "objective": tuner_keys.OBJECTIVE,
+                  "wall_s": tuner_keys.WALL_S}
+
+
+def _tuning_line(tuning: dict[str, Any]) -> str:
+    best = f"best trial {tuning['best_trial'] + 1}, {tuning['objective']} {tuning['best_score']:.4f}"
+    if tuning["reused"]:
+        return f"tuning: reused result {tuning['id']} ({tuning['trials']} trials; {best})"
+    return (f"tuning: {tuning['trials']} trials ({tuning['pruned']} pruned, {tuning['failed']} failed) in "
+            f"{tuning['wall_s']:.1f}s; {best}")
 
 
 def _read_output(summary: RunSummary, type_name: str, artifact: mlmd_pb.Artifact) -> bool:
@@ -241,6 +277,8 @@ def _read_output(summary: RunSummary, type_name: str, artifact: mlmd_pb.Artifact
             if check_keys.PROBLEMS in properties else [],
             **{key: properties[key].double_value for key in check_keys.LATENCY_KEYS if key in properties},
         }
+    elif type_name == HYPERPARAMETERS_TYPE:
+        summary.tuning = _tuning(artifact, reused=False)
     elif type_name == "PushedModel" and properties[pusher_keys.PUSHED].int_value:
         summary.pushed_version = properties[pusher_keys.PUSHED_VERSION].string_value
         summary.pushed_path = properties[pusher_keys.PUSHED_DESTINATION].string_value

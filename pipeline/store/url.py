@@ -13,8 +13,9 @@ no message or log line carries it.
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 from pipeline.errors import ConfigError
 
@@ -72,6 +73,22 @@ def parse_url(url: str) -> MetadataUrl:
         raise ConfigError(f"metadata URL {_without_password(url)!r} has an invalid port") from None
     return MetadataUrl(scheme=scheme, user=unquote(parts.username), host=parts.hostname, port=port,
                        database=database)
+
+
+# SQLAlchemy's driver for each server (the Tuner's Optuna study storage shares MLMD's URLs).
+SQLALCHEMY_DRIVERS = {"mysql": "mysql+pymysql", "postgresql": "postgresql+psycopg2"}
+
+
+def sqlalchemy_url(url: str) -> str:
+    """A metadata-style URL as SQLAlchemy takes it, the password from the environment: for a
+    process to connect with, never to print or record."""
+    parsed = parse_url(url)
+    if parsed.scheme == "sqlite":
+        return f"sqlite:///{parsed.path}"
+    password = os.environ.get(PASSWORD_ENV_VAR, "")
+    secret = f":{quote(password, safe='')}" if password else ""
+    return (f"{SQLALCHEMY_DRIVERS[parsed.scheme]}://{quote(parsed.user, safe='')}{secret}@{parsed.host}:"
+            f"{parsed.port}/{parsed.database}")
 
 
 def sqlite_url(path: Path) -> str:

@@ -1,0 +1,45 @@
+"""One more process running trials of a shared study: `python -m components.tuner.worker FILE`,
+FILE a JSON object from spec(). The Tuner's executor starts these for its parallelism; on
+other machines, the same command joins a study kept in a MySQL or PostgreSQL storage."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from typing import Any
+
+from pipeline.store.url import sqlalchemy_url
+from trainer_module import tuning
+from trainer_module.config import TrainingConfig
+
+
+def spec(request: tuning.StudyRequest, storage_url: str, train_files: list[str], transform_output: str,
+         custom_config: dict[str, Any], base: TrainingConfig, seed: int) -> dict[str, Any]:
+    """What a worker needs; storage_url as --metadata-url spells it (no password: the worker
+    reads TURBOTFX_METADATA_PASSWORD, as the Tuner does)."""
+    return {"request": {**tuning.request_json(request), "storage": None, "seed": seed},
+            "storage_url": storage_url,
+            "fn_args": {"train_files": train_files, "transform_output": transform_output,
+                        "custom_config": custom_config},
+            "base": base.to_config()}
+
+
+def main(argv: list[str]) -> int:
+    from tfx.components.trainer.fn_args_utils import FnArgs
+
+    logging.basicConfig(level=logging.INFO)
+    with open(argv[0]) as file:
+        document = json.load(file)
+    request = tuning.request_from_json({**document["request"], "storage": sqlalchemy_url(document["storage_url"])})
+    started = time.monotonic()
+    result = tuning.run_study(FnArgs(**document["fn_args"]), TrainingConfig.from_config(document["base"]), request,
+                              tuning.log_trial(request.trials, started))
+    # What this process ran, for whoever started it.
+    print(json.dumps({"ran_here": result.ran_here, "best": result.best.number}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

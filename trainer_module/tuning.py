@@ -1,0 +1,301 @@
+"""The Tuner's study: trials of the searched knobs (search_space.py), each trained on the fit
+part of the train split and judged by its loss on the train split's validation slice (the eval
+split stays for blessing). Optuna samples them (TPE) and stops hopeless ones early (a median
+pruner on each epoch's validation loss). The first trial is the configuration the run would
+train without tuning, so a tuning result is never worse than the defaults on that slice.
+
+A study may live in an Optuna RDB storage (SQLite, MySQL, PostgreSQL): processes given the
+same storage and study name share its trials (components/tuner/worker.py runs one such
+process).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import time
+from typing import Any, Callable
+
+import numpy as np
+import optuna
+import tensorflow as tf
+import tensorflow_transform as tft
+import tf_keras as keras
+from tfx.components.trainer.fn_args_utils import FnArgs
+
+from trainer_module import callbacks, config, features, input, members, model, progress, search_space, train
+from trainer_module.config import TrainingConfig
+from trainer_module.input import EpochSteps
+
+# A trial's validation slice: the share the run would hold out, and at least this much (the
+# defaults' 10 % of a small table is a few dozen rows, too noisy to rank trials by).
+MIN_VALIDATION_SHARE = 0.2
+# The median pruner leaves the first trials alone (nothing to compare with) and each trial's
+# first epochs (a slow start is not a bad configuration).
+PRUNER_STARTUP_TRIALS = 3
+PRUNER_WARMUP_EPOCHS = 3
+# What each trial's score is: lower is better.
+OBJECTIVE = "validation loss"
+# Trial states as recorded (Optuna's FAIL as "failed").
+COMPLETE, PRUNED, FAILED, RUNNING = "complete", "pruned", "failed", "running"
+_STATES = {optuna.trial.TrialState.COMPLETE: COMPLETE, optuna.trial.TrialState.PRUNED: PRUNED,
+           optuna.trial.TrialState.FAIL: FAILED, optuna.trial.TrialState.RUNNING: RUNNING,
+           optuna.trial.TrialState.WAITING: RUNNING}
+# The user attribute holding a trial's knob values in JSON types.
+_VALUES_ATTR = "values"
+# Stop after this many failed trials in a row: the configuration, not the sample, is wrong.
+MAX_FAILURES_IN_A_ROW = 3
+
+
+@dataclasses.dataclass(frozen=True)
+class StudyRequest:
+    """What to search and for how long: trials (None: until minutes run out), minutes (None:
+    no limit), storage (an SQLAlchemy URL; None: in memory, this process alone)."""
+    family: str
+    knobs: tuple[str, ...] = ()
+    trials: int | None = None
+    minutes: float | None = None
+    storage: str | None = None
+    study_name: str = "turbotfx"
+    # Sampler seed: each worker of a shared study needs its own.
+    seed: int | None = 0
+    # Configurations tried first (knob values, JSON types): the untuned one.
+    first: tuple[dict[str, Any], ...] = ()
+
+    @property
+    def dimensions(self) -> dict[str, search_space.Dimension]:
+        return search_space.space(self.family, self.knobs)
+
+
+@dataclasses.dataclass(frozen=True)
+class TrialRecord:
+    number: int
+    state: str
+    # The trial's validation loss: its best epoch's, or a pruned trial's last; None if it failed.
+    score: float | None
+    duration_s: float | None
+    values: dict[str, Any]
+    # The last epoch reported (a pruned trial's: where it stopped).
+    epochs: int = 0
+
+    def as_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class StudyResult:
+    best: TrialRecord
+    trials: list[TrialRecord]  # every trial of the study, this process's and others'
+    ran_here: list[int]  # the numbers of the trials this process ran
+    wall_s: float
+
+
+def run_study(fn_args: FnArgs, base: TrainingConfig, request: StudyRequest,
+              on_trial: Callable[[TrialRecord, TrialRecord | None], None] = lambda trial, best: None) -> StudyResult:
+    """Runs trials until the request's count or time is reached (counting every process's
+    trials of a shared study); returns every trial of the study and the best one."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    dimensions = request.dimensions
+    kinds = {field.name: type(field.default) for field in dataclasses.fields(TrainingConfig)}
+    study = optuna.create_study(
+        study_name=request.study_name, storage=request.storage, direction="minimize", load_if_exists=True,
+        sampler=optuna.samplers.TPESampler(seed=request.seed),
+        pruner=optuna.pruners.MedianPruner(n_startup_trials=PRUNER_STARTUP_TRIALS,
+                                           n_warmup_steps=PRUNER_WARMUP_EPOCHS))
+    for values in request.first:
+        study.enqueue_trial(search_space.as_sampler_params(dimensions, _inside(dimensions, values)),
+                            skip_if_exists=True)
+    started = time.monotonic()
+    deadline = started + request.minutes * 60 if request.minutes else math.inf
+    failures = 0
+    ran_here: list[int] = []
+    while time.monotonic() < deadline and (request.trials is None or len(study.trials) < request.trials):
+        trial = study.ask()
+        ran_here.append(trial.number)
+        values = search_space.sample(trial, dimensions, kinds)
+        trial.set_user_attr(_VALUES_ATTR, values)
+        training = dataclasses.replace(base, **{name: config.coerce(_field(name), value)
+                                                for name, value in values.items()})
+        try:
+            score = objective(fn_args, training, trial)
+        except optuna.TrialPruned:
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+            failures = 0
+        except Exception as err:  # a trial's own failure (a batch too big, a NaN loss): the next may work
+            logging.warning("trial %d failed: %s", trial.number, err, exc_info=True)
+            trial.set_user_attr("error", str(err)[:500])
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            failures += 1
+            if failures >= MAX_FAILURES_IN_A_ROW:
+                raise RuntimeError(f"{failures} tuning trials failed in a row, the last with: {err}") from err
+        except BaseException:
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            raise
+        else:
+            study.tell(trial, score)
+            failures = 0
+        finally:
+            keras.backend.clear_session()
+        records = [record(t) for t in study.get_trials(deepcopy=False)]
+        best = _best(records)
+        on_trial(next(r for r in records if r.number == trial.number), best)
+    records = [record(t) for t in study.get_trials(deepcopy=False)]
+    best = _best(records)
+    if best is None:
+        raise RuntimeError(f"no tuning trial completed ({len(records)} ran); see the log for why")
+    return StudyResult(best=best, trials=records, ran_here=ran_here, wall_s=time.monotonic() - started)
+
+
+def reload(request: StudyRequest, result: StudyResult) -> StudyResult:
+    """result with the study's trials as its storage holds them now (after other processes'
+    last trials ended)."""
+    assert request.storage, "only a study in a storage outlives its process"
+    study = optuna.load_study(study_name=request.study_name, storage=request.storage)
+    records = [record(t) for t in study.get_trials(deepcopy=False)]
+    return dataclasses.replace(result, trials=records, best=_best(records) or result.best)
+
+
+def request_json(request: StudyRequest) -> dict[str, Any]:
+    return {**dataclasses.asdict(request), "knobs": list(request.knobs), "first": list(request.first)}
+
+
+def request_from_json(document: dict[str, Any]) -> StudyRequest:
+    return StudyRequest(**{**document, "knobs": tuple(document.get("knobs", ())),
+                           "first": tuple(document.get("first", ()))})
+
+
+def record(trial: optuna.trial.FrozenTrial) -> TrialRecord:
+    duration = trial.duration.total_seconds() if trial.duration is not None else None
+    steps = trial.intermediate_values
+    return TrialRecord(number=trial.number, state=_STATES.get(trial.state, FAILED),
+                       score=float(trial.value) if trial.value is not None else None,
+                       duration_s=round(duration, 3) if duration is not None else None,
+                       values=dict(trial.user_attrs.get(_VALUES_ATTR, {})), epochs=max(steps) + 1 if steps else 0)
+
+
+def objective(fn_args: FnArgs, training: TrainingConfig, trial: optuna.Trial) -> float:
+    """One trial's validation loss (pruned: raises optuna.TrialPruned)."""
+    if training.model_family == "gbt":
+        return _forest_loss(fn_args, training)
+    return _network_loss(fn_args, training, trial)
+
+
+def _network_loss(fn_args: FnArgs, training: TrainingConfig, trial: optuna.Trial) -> float:
+    """The MLP's best epoch's validation loss, as run_fn trains one model (bag_folds 1)."""
+    run = train.setup(fn_args, training)
+    files, tto, label_key, batch = fn_args.train_files, run.tf_transform_output, run.label_key, run.global_batch_size
+    share = max(training.validation_share, MIN_VALIDATION_SHARE)
+    fit_part = input.Part(input.FIT, share)
+    train_ds = input.input_dataset(files, tto, label_key, batch, shuffle=True, drop_remainder=run.equal_batches,
+                                   part=fit_part)
+    fit_batches = input.batches_per_epoch(train_ds, files, batch, fit_part)
+    validation_ds, steps = members.validation_slice(files, tto, label_key, batch,
+                                                    input.Part(input.VALIDATION, share), EpochSteps(train=fit_batches))
+    members.require_train_batches(steps, batch, run.equal_batches)
+    if validation_ds is None:
+        raise ValueError("the train split is too small to hold out a validation slice to tune on")
+    train_rows = round(fit_batches * batch / (1 - share))
+    shape = model.Shape(dropout=config.dropout_rate(training, train_rows),
+                        numeric_encoding=training.numeric_encoding, linear=training.linear)
+    label_scale = input.label_statistics(train_ds) if run.spec.task == features.REGRESSION else {}
+    weights = train.class_weights(training.class_weight, run.spec,
+                                  lambda: input.label_values(files, tto, label_key))
+    best = callbacks.BestEpoch(training.patience)
+    keras.mixed_precision.set_global_policy(run.choice.precision)
+    try:
+        network = run.build(shape, label_scale)
+        network.fit(train_ds.repeat(), epochs=training.epochs, steps_per_epoch=steps.train,
+                    validation_data=validation_ds, validation_steps=steps.validation, class_weight=weights,
+                    callbacks=[best, _Pruning(trial)], verbose=0)
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    loss = float(best.best)
+    if not math.isfinite(loss):
+        raise ValueError(f"the validation loss is {loss}")
+    return loss
+
+
+def _forest_loss(fn_args: FnArgs, training: TrainingConfig) -> float:
+    """Gradient-boosted trees fitted on the fit part; their log loss (classification) or
+    squared error (regression) on the validation slice."""
+    from trainer_module import gbt
+
+    spec = features.from_custom_config(fn_args.custom_config)
+    blessing_metric = str(fn_args.custom_config.get(features.BLESSING_METRIC_KEY) or model.training_metric(spec.task))
+    tto = tft.TFTransformOutput(fn_args.transform_output)
+    share = max(training.validation_share, MIN_VALIDATION_SHARE)
+
+    def read(part: input.Part) -> tf.data.Dataset:
+        return input.input_dataset(fn_args.train_files, tto, spec.transformed_label_key, gbt.READ_BATCH_SIZE,
+                                   shuffle=False, part=part)
+
+    forest = gbt.build(spec, training, blessing_metric)
+    forest.fit(read(input.Part(input.FIT, share)), verbose=0)
+    validation_ds = read(input.Part(input.VALIDATION, share))
+    labels = np.concatenate([label.numpy() for _, label in validation_ds]).reshape(-1)
+    if labels.size == 0:
+        raise ValueError("the train split is too small to hold out a validation slice to tune on")
+    predicted = np.asarray(forest.predict(validation_ds, verbose=0))
+    return prediction_loss(spec.task, labels, predicted)
+
+
+def prediction_loss(task: str, labels: np.ndarray, predicted: np.ndarray) -> float:
+    """Log loss of the predicted probabilities (a binary model's: of class id 1), or the mean
+    squared error of the predicted values."""
+    if task == features.REGRESSION:
+        return float(np.mean((predicted.reshape(-1) - labels) ** 2))
+    if task == features.BINARY:
+        positive = np.clip(predicted.reshape(-1), 1e-7, 1 - 1e-7)
+        return float(-np.mean(np.where(labels == 1, np.log(positive), np.log(1 - positive))))
+    chosen = predicted[np.arange(labels.size), labels.astype(np.int64)]
+    return float(-np.mean(np.log(np.clip(chosen, 1e-7, 1.0))))
+
+
+class _Pruning(keras.callbacks.Callback):
+    """Reports each epoch's validation loss to the trial; stops it when the pruner says so."""
+
+    def __init__(self, trial: optuna.Trial) -> None:
+        super().__init__()
+        self.trial = trial
+
+    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+        loss = (logs or {}).get("val_loss")
+        if loss is None or not math.isfinite(loss):
+            return
+        self.trial.report(float(loss), epoch)
+        if self.trial.should_prune():
+            raise optuna.TrialPruned(f"epoch {epoch + 1}: validation loss {loss:.4f}")
+
+
+def _best(records: list[TrialRecord]) -> TrialRecord | None:
+    complete = [r for r in records if r.state == COMPLETE and r.score is not None]
+    return min(complete, key=lambda r: (r.score, r.number)) if complete else None
+
+
+def _field(name: str) -> dataclasses.Field:
+    return next(field for field in dataclasses.fields(TrainingConfig) if field.name == name)
+
+
+def _inside(dimensions: dict[str, search_space.Dimension], values: dict[str, Any]) -> dict[str, Any]:
+    """The values a sampler can take as given: those inside their dimension (a dataset's own
+    default outside the searched range is sampled instead)."""
+    kept = {}
+    for name, dimension in dimensions.items():
+        value = values.get(name)
+        if isinstance(dimension, search_space.Choice):
+            if (tuple(value) if isinstance(value, list) else value) in dimension.values:
+                kept[name] = value
+        elif isinstance(value, (int, float)) and dimension.low <= value <= dimension.high:
+            kept[name] = value
+    return kept
+
+
+def log_trial(total: int | None, started: float) -> Callable[[TrialRecord, TrialRecord | None], None]:
+    """on_trial for run_study: one progress line per trial (progress.py), which `turbotfx run`
+    prints."""
+    def line(trial: TrialRecord, best: TrialRecord | None) -> None:
+        logging.info(progress.trial_message(trial.number + 1, total, trial.state, trial.score,
+                                            best.score if best else None, best.number + 1 if best else None,
+                                            time.monotonic() - started))
+    return line
