@@ -51,6 +51,7 @@ from pipeline.config import PipelineConfig
 from pipeline.datasets.table import SUFFIXES
 from pipeline.deployment import Deployment, Setting
 from pipeline.errors import ConfigError
+from pipeline.store.url import PASSWORD_ENV_VAR, sqlalchemy_url
 from serving import contract
 from trainer_module import features, search_space
 
@@ -214,7 +215,9 @@ def tuning_step(config: PipelineConfig, deployment: Deployment, transform: Trans
             custom_config=json.dumps(trainer_config, sort_keys=True),
             train_args="{}", eval_args="{}",
             **{tuner_keys.TRIALS: tuning.trials or 0, tuner_keys.MINUTES: float(tuning.minutes or 0),
-               tuner_keys.KNOBS: json.dumps(list(tuning.knobs)), tuner_keys.STORAGE: tuning.storage or "",
+               tuner_keys.KNOBS: json.dumps(list(tuning.knobs)),
+               tuner_keys.STORAGE: sqlalchemy_url(tuning.storage) if tuning.storage else "",
+               tuner_keys.PASSWORD_ENV: PASSWORD_ENV_VAR,
                tuner_keys.STUDY_NAME: tuning.study or "", tuner_keys.PARALLELISM: tuning.parallelism,
                tuner_keys.SEARCH_SPACE: space_fingerprint},
         )

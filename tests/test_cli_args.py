@@ -6,11 +6,14 @@ import dataclasses
 
 import pytest
 
+from pipeline import datasets
 from pipeline.cli import args as cli_args
 from pipeline.cli.main import build_parser
 from pipeline.config import PipelineConfig
+from pipeline.errors import ConfigError
 from pipeline.runners.beam_args import BeamOptions
 from trainer_module.config import TrainingConfig
+from trainer_module.search_space import TuningConfig
 
 # Flags of `run` that set something other than one field of the same meaning.
 # Flags that say where Beam runs: BeamOptions, not PipelineConfig.
@@ -36,7 +39,42 @@ def test_every_flag_of_run_maps_to_a_config_field():
     assert set(cli_args.FIELD_OF_FLAG.values()) <= fields
     knobs = {f.name for f in cli_args.training_flags()}
     assert knobs <= {f.name for f in dataclasses.fields(TrainingConfig)} and knobs <= run_flags
-    assert run_flags - set(cli_args.FIELD_OF_FLAG) - knobs - {"handler"} <= SPECIAL
+    tuning = set(cli_args.TUNING_FIELD_OF_FLAG)
+    assert set(cli_args.TUNING_FIELD_OF_FLAG.values()) <= {f.name for f in dataclasses.fields(TuningConfig)}
+    assert tuning <= run_flags
+    assert run_flags - set(cli_args.FIELD_OF_FLAG) - knobs - tuning - {"handler"} <= SPECIAL
+
+
+def test_tuning_flags_reach_the_config_over_the_dataset_files_table(tmp_path):
+    dataset = tmp_path / "penguins.toml"
+    builtin = datasets.resolve("penguins")
+    dataset.write_text(builtin.read_text().replace('schema = "', f'schema = "{builtin.parent}/', 1)
+                       + "\n[tuning]\ntrials = 7\nminutes = 3\nknobs = [\"dropout\", \"learning_rate\"]\n")
+    from_file = cli_args.config_from_args(build_parser().parse_args(
+        ["run", "--home", str(tmp_path), "--dataset", str(dataset)]))
+    assert from_file.tuning == TuningConfig(trials=7, minutes=3, knobs=("dropout", "learning_rate"))
+    args = build_parser().parse_args([
+        "run", "--home", str(tmp_path), "--dataset", str(dataset), "--tune-trials", "4", "--tune-time", "2.5",
+        "--tune-knobs", "batch_size,dropout", "--tune-storage", "mysql://tuner@127.0.0.1/studies",
+        "--tune-study", "shared", "--tune-parallelism", "3"])
+    assert cli_args.config_from_args(args).tuning == TuningConfig(
+        trials=4, minutes=2.5, knobs=("batch_size", "dropout"), storage="mysql://tuner@127.0.0.1/studies",
+        study="shared", parallelism=3)
+    # 0 trials is a choice (train untuned, reuse nothing), not "unset".
+    untuned = cli_args.config_from_args(build_parser().parse_args(
+        ["run", "--home", str(tmp_path), "--tune-trials", "0"])).tuning
+    assert untuned.trials == 0 and not untuned.tunes and not untuned.reuses
+    assert PipelineConfig(home=str(tmp_path)).tuning.reuses
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--tune-knobs", "epochs"], "'epochs' is not a searched knob of the dnn family"),
+    (["--model", "gbt", "--tune-knobs", "dropout"], "'dropout' is not a searched knob of the gbt family"),
+    (["--tune-storage", "mysql://127.0.0.1/db"], "needs a user, a host and a database"),
+])
+def test_bad_tuning_settings_name_the_fix(tmp_path, flags, message):
+    with pytest.raises(ConfigError, match=message):
+        cli_args.config_from_args(build_parser().parse_args(["run", "--home", str(tmp_path), *flags]))
 
 
 def test_run_beam_flags_reach_the_beam_options():

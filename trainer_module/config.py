@@ -12,7 +12,7 @@ import re
 from typing import Any, Mapping
 
 from trainer_module import hardware, optimizer_choice
-from trainer_module.search_space import Choice, Dimension, Range
+from trainer_module.dimensions import Choice, Dimension, Range
 
 # The file run_fn writes into model_run, which the Trainer's executor copies onto the Model.
 REPORT_FILE = "training_report.json"

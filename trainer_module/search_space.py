@@ -11,36 +11,10 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from typing import Any, Protocol, Union
+from typing import Any, Protocol
 
-
-class Sampler(Protocol):
-    def suggest_float(self, name: str, low: float, high: float, *, log: bool = False) -> float: ...
-    def suggest_int(self, name: str, low: int, high: int, *, log: bool = False) -> int: ...
-    def suggest_categorical(self, name: str, choices: Any) -> Any: ...
-
-
-@dataclasses.dataclass(frozen=True)
-class Range:
-    """Numbers from low to high (whole numbers for an int knob); log: sampled on a log scale."""
-    low: float
-    high: float
-    log: bool = False
-
-    def describe(self) -> dict[str, Any]:
-        return {"low": self.low, "high": self.high, "log": self.log}
-
-
-@dataclasses.dataclass(frozen=True)
-class Choice:
-    """One of the values (a tuple knob's values are tuples)."""
-    values: tuple[Any, ...]
-
-    def describe(self) -> dict[str, Any]:
-        return {"choices": [_json(value) for value in self.values]}
-
-
-Dimension = Union[Range, Choice]
+from trainer_module.config import TrainingConfig
+from trainer_module.dimensions import Choice, Dimension, json_value
 
 
 def knob_family(name: str) -> str:
@@ -51,8 +25,6 @@ def knob_family(name: str) -> str:
 def space(family: str, knobs: tuple[str, ...] = ()) -> dict[str, Dimension]:
     """The searched knobs of a model family and their dimensions, in TrainingConfig's order;
     knobs (non-empty) keeps only those."""
-    from trainer_module.config import TrainingConfig
-
     found = {field.name: field.metadata["search"] for field in dataclasses.fields(TrainingConfig)
              if field.metadata.get("search") is not None and knob_family(field.name) == family}
     unknown = [name for name in knobs if name not in found]
@@ -72,6 +44,12 @@ def fingerprint(family: str, dimensions: dict[str, Dimension]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+class Sampler(Protocol):
+    def suggest_float(self, name: str, low: float, high: float, *, log: bool = False) -> float: ...
+    def suggest_int(self, name: str, low: int, high: int, *, log: bool = False) -> int: ...
+    def suggest_categorical(self, name: str, choices: Any) -> Any: ...
+
+
 def sample(trial: Sampler, dimensions: dict[str, Dimension], kinds: dict[str, type]) -> dict[str, Any]:
     """One value per dimension, in JSON types (a tuple as a list); kinds: each knob's Python type."""
     values: dict[str, Any] = {}
@@ -80,7 +58,7 @@ def sample(trial: Sampler, dimensions: dict[str, Dimension], kinds: dict[str, ty
             # Optuna's categorical values are plain scalars: a tuple goes by its text.
             labels = [_label(value) for value in dimension.values]
             picked = trial.suggest_categorical(name, labels)
-            values[name] = _json(dimension.values[labels.index(picked)])
+            values[name] = json_value(dimension.values[labels.index(picked)])
         elif kinds[name] is int:
             values[name] = trial.suggest_int(name, int(dimension.low), int(dimension.high), log=dimension.log)
         else:
@@ -97,12 +75,6 @@ def as_sampler_params(dimensions: dict[str, Dimension], values: dict[str, Any]) 
 
 def _label(value: Any) -> Any:
     return ",".join(str(item) for item in value) if isinstance(value, tuple) else value
-
-
-def _json(value: Any) -> Any:
-    return list(value) if isinstance(value, tuple) else value
-
-
 @dataclasses.dataclass(frozen=True)
 class TuningConfig:
     """Whether and how long a run tunes: a dataset file's [tuning] table, under the --tune-*

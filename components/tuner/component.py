@@ -22,7 +22,9 @@ class TunerSpec(component_spec.ComponentSpec):
         keys.TRIALS: component_spec.ExecutionParameter(type=int),  # 0: until the minutes run out
         keys.MINUTES: component_spec.ExecutionParameter(type=float),  # 0: no time limit
         keys.KNOBS: component_spec.ExecutionParameter(type=str),  # JSON list; [] every knob of the family
-        keys.STORAGE: component_spec.ExecutionParameter(type=str),  # an Optuna storage URL; "" in memory
+        # An Optuna (SQLAlchemy) storage URL without a password; "" in memory.
+        keys.STORAGE: component_spec.ExecutionParameter(type=str),
+        keys.PASSWORD_ENV: component_spec.ExecutionParameter(type=str),
         keys.STUDY_NAME: component_spec.ExecutionParameter(type=str),  # "" a new study per execution
         keys.PARALLELISM: component_spec.ExecutionParameter(type=int),  # processes running trials
         # The search space's fingerprint, matched by the resolver that reuses a result.

@@ -21,7 +21,6 @@ from tfx.utils import io_utils
 
 from components.reporting_trainer.keys import FEATURE_CONTRACT_KEY, MODEL_NAME_KEY, json_property
 from components.tuner import keys, worker
-from pipeline.store.url import sqlalchemy_url
 from trainer_module import config, progress, search_space, tuning
 from trainer_module.config import TrainingConfig
 
@@ -43,30 +42,30 @@ class Executor(base_executor.BaseExecutor):
         fn_args.transform_output = fn_args.transform_graph_path
         base = TrainingConfig.from_config(custom_config)
         parallelism = max(int(exec_properties.get(keys.PARALLELISM) or 1), 1)
-        # A metadata-style URL (pipeline/store/url.py): the password stays in the environment.
         storage_url = str(exec_properties.get(keys.STORAGE) or "")
         if parallelism > 1 and not storage_url:
             # The workers share one study: an SQLite file beside this execution's scratch.
-            storage_url = "sqlite://" + os.path.join(self._get_tmp_dir(), "study.sqlite")
+            storage_url = "sqlite:///" + os.path.join(self._get_tmp_dir(), "study.sqlite")
+        password_env = str(exec_properties.get(keys.PASSWORD_ENV) or "")
         request = tuning.StudyRequest(
             family=base.model_family,
             knobs=tuple(json.loads(exec_properties.get(keys.KNOBS) or "[]")),
             trials=int(exec_properties.get(keys.TRIALS) or 0) or None,
             minutes=float(exec_properties.get(keys.MINUTES) or 0) or None,
-            storage=sqlalchemy_url(storage_url) if storage_url else None,
+            storage=worker.with_password(storage_url, password_env) if storage_url else None,
             study_name=str(exec_properties.get(keys.STUDY_NAME) or "")
             or f"{custom_config.get(MODEL_NAME_KEY, 'model')}-{uuid.uuid4().hex[:12]}",
             # The untuned configuration first: tuning never ranks below it on the validation slice.
             first=(base.to_config(),),
         )
-        workers = [_start_worker(request, storage_url, fn_args, base, index, self._get_tmp_dir())
+        workers = [_start_worker(request, storage_url, password_env, fn_args, base, index, self._get_tmp_dir())
                    for index in range(1, parallelism)]
         started = time.monotonic()
         try:
             result = tuning.run_study(fn_args, base, request, tuning.log_trial(request.trials, started))
         finally:
-            for worker in workers:
-                _wait(worker)
+            for process in workers:
+                _wait(process)
         if workers:
             result = tuning.reload(request, result)
         values = result.best.values
@@ -103,13 +102,13 @@ def _count(result: tuning.StudyResult, state: str) -> int:
     return sum(1 for trial in result.trials if trial.state == state)
 
 
-def _start_worker(request: tuning.StudyRequest, storage_url: str, fn_args: fn_args_utils.FnArgs,
-                  base: TrainingConfig, index: int, scratch: str) -> subprocess.Popen:
+def _start_worker(request: tuning.StudyRequest, storage_url: str, password_env: str,
+                  fn_args: fn_args_utils.FnArgs, base: TrainingConfig, index: int, scratch: str) -> subprocess.Popen:
     """A process running trials of the same study (components/tuner/worker.py)."""
     path = os.path.join(scratch, f"tuning-worker-{index}.json")
     os.makedirs(scratch, exist_ok=True)
     with open(path, "w") as spec:
-        json.dump(worker.spec(request, storage_url, fn_args.train_files, fn_args.transform_output,
+        json.dump(worker.spec(request, storage_url, password_env, fn_args.train_files, fn_args.transform_output,
                               fn_args.custom_config, base, seed=index), spec)
     # Its logs (trial lines included) go where this process's do: the run's log file.
     return subprocess.Popen([sys.executable, "-m", "components.tuner.worker", path])

@@ -6,6 +6,9 @@ from __future__ import annotations
 # The Tuner's exec properties (components/tuner/component.py).
 TRIALS, MINUTES, KNOBS, STORAGE, STUDY_NAME, PARALLELISM = (
     "trials", "minutes", "knobs", "storage", "study_name", "parallelism")
+# The environment variable holding the storage's password: the storage URL (an SQLAlchemy URL)
+# never carries it, since exec properties are recorded in MLMD.
+PASSWORD_ENV = "password_env"
 # The file in the best_hyperparameters artifact's directory (the Trainer's executor reads the
 # only file there): {"values": {knob: value}}.
 HYPERPARAMETERS_FILE = "best_hyperparameters.json"

@@ -6,24 +6,36 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 import time
 from typing import Any
+from urllib.parse import quote, urlsplit, urlunsplit
 
-from pipeline.store.url import sqlalchemy_url
 from trainer_module import tuning
 from trainer_module.config import TrainingConfig
 
 
-def spec(request: tuning.StudyRequest, storage_url: str, train_files: list[str], transform_output: str,
-         custom_config: dict[str, Any], base: TrainingConfig, seed: int) -> dict[str, Any]:
-    """What a worker needs; storage_url as --metadata-url spells it (no password: the worker
-    reads TURBOTFX_METADATA_PASSWORD, as the Tuner does)."""
+def spec(request: tuning.StudyRequest, storage_url: str, password_env: str, train_files: list[str],
+         transform_output: str, custom_config: dict[str, Any], base: TrainingConfig, seed: int) -> dict[str, Any]:
+    """What a worker needs: storage_url an SQLAlchemy URL without the password, which the
+    worker reads from the environment variable password_env, as the Tuner does."""
     return {"request": {**tuning.request_json(request), "storage": None, "seed": seed},
-            "storage_url": storage_url,
+            "storage_url": storage_url, "password_env": password_env,
             "fn_args": {"train_files": train_files, "transform_output": transform_output,
                         "custom_config": custom_config},
             "base": base.to_config()}
+
+
+def with_password(storage_url: str, password_env: str) -> str:
+    """The SQLAlchemy URL with the password from the environment variable password_env, if set:
+    to connect with, never to print or record."""
+    password = os.environ.get(password_env, "") if password_env else ""
+    parts = urlsplit(storage_url)
+    if not password or not parts.username or parts.password is not None:
+        return storage_url
+    netloc = f"{parts.username}:{quote(password, safe='')}@{parts.netloc.split('@', 1)[1]}"
+    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def main(argv: list[str]) -> int:
@@ -32,7 +44,8 @@ def main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.INFO)
     with open(argv[0]) as file:
         document = json.load(file)
-    request = tuning.request_from_json({**document["request"], "storage": sqlalchemy_url(document["storage_url"])})
+    request = tuning.request_from_json({**document["request"],
+                                        "storage": with_password(document["storage_url"], document["password_env"])})
     started = time.monotonic()
     result = tuning.run_study(FnArgs(**document["fn_args"]), TrainingConfig.from_config(document["base"]), request,
                               tuning.log_trial(request.trials, started))

@@ -13,7 +13,6 @@ no message or log line carries it.
 from __future__ import annotations
 
 import dataclasses
-import os
 from pathlib import Path
 from urllib.parse import quote, unquote, urlsplit
 
@@ -80,14 +79,12 @@ SQLALCHEMY_DRIVERS = {"mysql": "mysql+pymysql", "postgresql": "postgresql+psycop
 
 
 def sqlalchemy_url(url: str) -> str:
-    """A metadata-style URL as SQLAlchemy takes it, the password from the environment: for a
-    process to connect with, never to print or record."""
+    """A metadata-style URL as SQLAlchemy names it, still without the password (whoever
+    connects adds PASSWORD_ENV_VAR's: components/tuner/worker.py)."""
     parsed = parse_url(url)
     if parsed.scheme == "sqlite":
         return f"sqlite:///{parsed.path}"
-    password = os.environ.get(PASSWORD_ENV_VAR, "")
-    secret = f":{quote(password, safe='')}" if password else ""
-    return (f"{SQLALCHEMY_DRIVERS[parsed.scheme]}://{quote(parsed.user, safe='')}{secret}@{parsed.host}:"
+    return (f"{SQLALCHEMY_DRIVERS[parsed.scheme]}://{quote(parsed.user, safe='')}@{parsed.host}:"
             f"{parsed.port}/{parsed.database}")
 
 
