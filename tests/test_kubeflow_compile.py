@@ -453,3 +453,30 @@ def test_a_built_in_dataset_file_compiles_with_its_schema_path_in_the_image(tmp_
     spec = json.loads(output.read_text())["pipelineSpec"]
     schema_file = spec["root"]["dag"]["tasks"]["ImportSchemaGen"]["inputs"]["parameters"]["schema_file"]
     assert schema_file["runtimeValue"]["constant"] == "/turbotfx/pipeline/datasets/synthetic.schema.pbtxt"
+
+
+def test_a_tuned_compile_puts_the_tuner_before_the_trainer(compiled, tmp_path):
+    out = tmp_path / "tuned.json"
+    result = turbotfx(*VERTEX_ARGS, "--tune-trials", "30", "--tune-parallelism", "4",
+                      "--tune-storage", "mysql://tuner@10.1.2.3/studies", "--tune-study", "penguins-nightly",
+                      "--output", str(out), home=tmp_path / "home", env=NO_CLOUD)
+    assert result.exit_code == 0, result.output
+    spec = vertex_spec(out)
+    tuner, trainer = spec.root.dag.tasks["Tuner"], spec.root.dag.tasks["Trainer"]
+    assert trainer.inputs.artifacts["hyperparameters"].task_output_artifact.producer_task == "Tuner"
+    assert trainer.inputs.artifacts["hyperparameters"].task_output_artifact.output_artifact_key == \
+        "best_hyperparameters"
+    assert "Transform" in tuner.dependent_tasks
+    parameters = tuner.inputs.parameters
+    assert parameters["trials"].runtime_value.constant.number_value == 30
+    assert parameters["parallelism"].runtime_value.constant.number_value == 4
+    # The study's storage as SQLAlchemy names it, and never a password (it is in the environment).
+    assert constant(tuner, "storage") == "mysql+pymysql://tuner@10.1.2.3:3306/studies"
+    assert constant(tuner, "password_env") == "TURBOTFX_METADATA_PASSWORD"
+    assert constant(tuner, "study_name") == "penguins-nightly"
+    assert containers(spec)["Tuner"].image == IMAGE
+    # The Tuner searches what the Trainer would train: the flags' knobs are in its config.
+    assert json.loads(constant(tuner, "custom_config"))["batch_size"] == 64
+    # Without --tune-trials a compiled pipeline has no Tuner (no Python resolver to reuse a result).
+    untuned = vertex_spec(compiled["vertex"]).root.dag.tasks
+    assert "Tuner" not in untuned and not untuned["Trainer"].inputs.artifacts["hyperparameters"].task_output_artifact.producer_task

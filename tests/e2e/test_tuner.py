@@ -220,3 +220,21 @@ def test_two_processes_sharing_a_study_on_mariadb_split_the_trials(tuned, mariad
     study = optuna.load_study(study_name="shared",
                               storage=worker.with_password(sqlalchemy_url(database.url()), PASSWORD_ENV_VAR))
     assert len(study.trials) == len(ran[0] | ran[1])
+
+
+def test_the_gbt_family_tunes_its_own_knobs(tmp_path):
+    home = tmp_path / "gbt"
+    # 50 trees lie outside the searched range: a Trainer ignoring the result would keep them.
+    run = turbotfx("run", "--model", "gbt", "--gbt-num-trees", "50", "--min-accuracy", "0.5", "--tune-trials", "3",
+                   home=home)
+    assert run.exit_code == 0, run.output
+    store = store_of(home)
+    [result] = tuning_results(store)
+    trials = trials_of(result)
+    assert len(trials) == 3 and all(set(t["values"]) == set(search_space.space("gbt")) for t in trials)
+    best = trials[result.custom_properties[tuner_keys.BEST_TRIAL].int_value]
+    assert best["score"] == min(t["score"] for t in trials if t["state"] == "complete")
+    model = latest_model(store)
+    for knob, value in best["values"].items():
+        assert trained_value(model, knob) == pytest.approx(value, abs=MLMD_SQLITE_DOUBLE), knob
+    assert trained_value(model, "gbt_num_trees") != 50
