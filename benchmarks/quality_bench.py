@@ -57,9 +57,9 @@ def only(paths: list[Path], what: str) -> Path:
     return paths[0]
 
 
-def run_table(table: Table, root: Path, family: str | None = None) -> dict[str, Any]:
+def run_table(table: Table, root: Path, family: str | None = None, tune_trials: int | None = None) -> dict[str, Any]:
     """init + run in a fresh workspace under root (family: `run --model`; None: the run's
-    default); what the scoring needs from it."""
+    default; tune_trials: `run --tune-trials`); what the scoring needs from it."""
     data, home, log = root / "data", root / "home", root / "turbotfx.log"
     data.mkdir(parents=True)
     frame = table.frame()
@@ -69,7 +69,8 @@ def run_table(table: Table, root: Path, family: str | None = None) -> dict[str, 
          "--home", str(home)], log)
     # --json: the summary to read back; --allow-unblessed: exit 0 for an unblessed model too.
     seconds, out = cli(["run", "--dataset", str(dataset_file), "--home", str(home), "--json",
-                        "--allow-unblessed", *(["--model", family] if family else [])], log)
+                        "--allow-unblessed", *(["--model", family] if family else []),
+                        *(["--tune-trials", str(tune_trials)] if tune_trials is not None else [])], log)
     (root / "run.json").write_text(out)
     summary = json.loads(out)
     pipeline_root = only(sorted((home / "pipelines").iterdir()), "pipeline root")
@@ -183,6 +184,8 @@ def main() -> None:
     parser.add_argument("--workdir", help="keep each table's CSV, dataset file and workspace here")
     parser.add_argument("--model", choices=MODEL_FAMILIES,
                         help="the model family every run trains (`turbotfx run --model`; default: the run's)")
+    parser.add_argument("--tune-trials", type=int, metavar="N",
+                        help="tune each run in N trials first (`turbotfx run --tune-trials`; default: no tuning)")
     args = parser.parse_args()
     names = [n.strip() for n in args.tables.split(",") if n.strip()]
     unknown = [n for n in names if n not in TABLES]
@@ -198,7 +201,7 @@ def main() -> None:
         if root.exists():
             sys.exit(f"{root} exists: each table runs in a fresh workspace; choose an empty --workdir")
         try:
-            results[name] = score_table(TABLES[name], run_table(TABLES[name], root, args.model))
+            results[name] = score_table(TABLES[name], run_table(TABLES[name], root, args.model, args.tune_trials))
         except RuntimeError as err:  # a failed run is a result too; the other tables go on
             results[name] = {"error": str(err)}
         r = results[name]
@@ -218,7 +221,7 @@ def main() -> None:
             "below_trivial": r["below_trivial"], "model": r["model"], "run_s": round(r["run_s"], 1)})
             for n, r in results.items()},
         **score.summarize(scored), "failed": len(results) - len(scored), "wall_s": round(wall, 1),
-        "model_family": args.model or "default"})
+        "model_family": args.model or "default", "tune_trials": args.tune_trials or 0})
 
 
 if __name__ == "__main__":

@@ -14,6 +14,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import os
+import socket
 import time
 from typing import Any, Callable
 
@@ -42,8 +44,8 @@ COMPLETE, PRUNED, FAILED, RUNNING = "complete", "pruned", "failed", "running"
 _STATES = {optuna.trial.TrialState.COMPLETE: COMPLETE, optuna.trial.TrialState.PRUNED: PRUNED,
            optuna.trial.TrialState.FAIL: FAILED, optuna.trial.TrialState.RUNNING: RUNNING,
            optuna.trial.TrialState.WAITING: RUNNING}
-# The user attribute holding a trial's knob values in JSON types.
-_VALUES_ATTR = "values"
+# The user attributes holding a trial's knob values in JSON types, and the process that ran it.
+_VALUES_ATTR, _RAN_BY_ATTR = "values", "ran_by"
 # Stop after this many failed trials in a row: the configuration, not the sample, is wrong.
 MAX_FAILURES_IN_A_ROW = 3
 
@@ -78,6 +80,8 @@ class TrialRecord:
     values: dict[str, Any]
     # The last epoch reported (a pruned trial's: where it stopped).
     epochs: int = 0
+    # Which process ran it (HOST:PID): a shared study's trials come from several.
+    ran_by: str = ""
 
     def as_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -115,6 +119,7 @@ def run_study(fn_args: FnArgs, base: TrainingConfig, request: StudyRequest,
         ran_here.append(trial.number)
         values = search_space.sample(trial, dimensions, kinds)
         trial.set_user_attr(_VALUES_ATTR, values)
+        trial.set_user_attr(_RAN_BY_ATTR, f"{socket.gethostname()}:{os.getpid()}")
         training = dataclasses.replace(base, **{name: config.coerce(_field(name), value)
                                                 for name, value in values.items()})
         try:
@@ -171,7 +176,8 @@ def record(trial: optuna.trial.FrozenTrial) -> TrialRecord:
     return TrialRecord(number=trial.number, state=_STATES.get(trial.state, FAILED),
                        score=float(trial.value) if trial.value is not None else None,
                        duration_s=round(duration, 3) if duration is not None else None,
-                       values=dict(trial.user_attrs.get(_VALUES_ATTR, {})), epochs=max(steps) + 1 if steps else 0)
+                       values=dict(trial.user_attrs.get(_VALUES_ATTR, {})), epochs=max(steps) + 1 if steps else 0,
+                       ran_by=str(trial.user_attrs.get(_RAN_BY_ATTR, "")))
 
 
 def objective(fn_args: FnArgs, training: TrainingConfig, trial: optuna.Trial) -> float:

@@ -238,3 +238,20 @@ def test_the_gbt_family_tunes_its_own_knobs(tmp_path):
     for knob, value in best["values"].items():
         assert trained_value(model, knob) == pytest.approx(value, abs=MLMD_SQLITE_DOUBLE), knob
     assert trained_value(model, "gbt_num_trees") != 50
+
+
+def test_parallel_trials_run_in_several_processes_of_one_study(tmp_path):
+    home = tmp_path / "parallel"
+    run = turbotfx("run", *RUN_ARGS, "--tune-trials", "4", "--tune-parallelism", "2", "--tune-knobs",
+                   "learning_rate,dropout", home=home)
+    assert run.exit_code == 0, run.output
+    [result] = tuning_results(store_of(home))
+    trials = trials_of(result)
+    # Both processes stop once the study holds 4 trials; one may have started a fifth meanwhile.
+    assert 4 <= len(trials) <= 5 and [t["number"] for t in trials] == list(range(len(trials)))
+    assert {t["state"] for t in trials} <= {"complete", "pruned"}
+    assert len({t["ran_by"] for t in trials}) == 2, trials
+    best = trials[result.custom_properties[tuner_keys.BEST_TRIAL].int_value]
+    assert best["score"] == min(t["score"] for t in trials if t["state"] == "complete")
+    assert trained_value(latest_model(store_of(home)), "learning_rate") == pytest.approx(
+        best["values"]["learning_rate"], abs=MLMD_SQLITE_DOUBLE)
