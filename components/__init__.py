@@ -1,8 +1,10 @@
 """Custom TFX pieces, one package each.
 
-Two are components of their own (component.py and executor.py): anomaly_gate, which stops
-the run when ExampleValidator found anomalies, and serving_check, which loads and queries
-the candidate the way TF Serving will. Five are executors swapped into stock TFX
+Three are components of their own (component.py and executor.py): anomaly_gate, which stops
+the run when ExampleValidator found anomalies, serving_check, which loads and queries
+the candidate the way TF Serving will, and tuner, which runs an Optuna study of the training
+knobs for the Trainer's hyperparameters input (worker.py: one more process on the study;
+strategy.py: the Resolver that reuses the latest result over the same search space). Five are executors swapped into stock TFX
 components: csv_example_gen (CsvExampleGen: the header read as Python's csv module reads
 it, byte-order mark and quotes included), parquet_example_gen (FileBasedExampleGen: zeros
 kept, dates and timestamps as ISO text by formats.py), reporting_trainer (Trainer),

@@ -7,7 +7,7 @@ only part of turbotfx that prints.
   init        `init`                     run         `run`
   deploy      `compile`, `submit`
   provenance  `lineage`, `runs`, `diff`  serve       `serving ...`, `predict`
-  schema      `schema infer`
+  schema      `schema infer`            tune        `tune show`
 
 Every command module has `add_parser(commands)` and a handler, and imports TensorFlow,
 TFX, Beam and ml_metadata only inside the handler: `turbotfx --help` stays fast.

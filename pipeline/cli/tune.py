@@ -25,7 +25,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 def handle(args: argparse.Namespace) -> int:
     store = cli_args.store_from_args(args)
     from pipeline.provenance import render, tuning
-    from pipeline.provenance.lineage import LineageError
+    from pipeline.provenance.graph import LineageError
 
     if args.artifact_id is not None:
         found = store.get_artifacts_by_id([args.artifact_id])
@@ -33,7 +33,9 @@ def handle(args: argparse.Namespace) -> int:
             raise LineageError(f"no tuning result (HyperParameters artifact) with id {args.artifact_id}")
         result = found[0]
     elif args.model_version:
-        result = tuning.result_of_model(store, args.model_version)
+        from pipeline.provenance.lineage import find_model
+
+        result = tuning.result_of_model(store, find_model(store, model_version=args.model_version))
     else:
         result = tuning.latest_result(store, args.model_name)
     study = tuning.study(store, result)

@@ -3,6 +3,7 @@ records the pipeline itself writes there beside TFX's:
 
   graph      reading MLMD: type names, lineage graphs, context and event names, property readers
   lineage    where one model came from and where it went (lineage subgraphs)
+  tuning     tuning results and their trials (`tune show`; lineage's tuning section)
   summary    what one pipeline run did (the end-of-run summary, a line of `runs`)
   verdict    why a model was blessed or not, from the Evaluator's records
   runs       the runs of a store, newest first

@@ -18,6 +18,7 @@ from ml_metadata.proto import metadata_store_pb2 as mlmd_pb
 
 from components.atomic_pusher import keys as pusher_keys
 from components.reporting_trainer import keys as trainer_keys
+from pipeline.errors import ConfigError
 
 INPUT = mlmd_pb.Event.INPUT
 OUTPUT = mlmd_pb.Event.OUTPUT
@@ -28,6 +29,10 @@ STATE_NAMES = {value: name for name, value in mlmd_pb.Execution.State.items()}
 PIPELINE_CONTEXT, RUN_CONTEXT, NODE_CONTEXT = "pipeline", "pipeline_run", "node"
 # PushedModels that were really pushed (TFX records a PushedModel for every Pusher run).
 PUSHED_FILTER = f"type = 'PushedModel' AND custom_properties.{pusher_keys.PUSHED}.int_value = 1"
+
+
+class LineageError(ConfigError):
+    """A lineage question the store cannot answer (no such model, version or artifact)."""
 
 
 class TypeNames:

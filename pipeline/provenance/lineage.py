@@ -20,7 +20,6 @@ from components.reporting_evaluator import keys as evaluator_keys
 from components.reporting_trainer import keys as trainer_keys
 from components.serving_check import keys as check_keys
 from components.tuner import keys as tuner_keys
-from pipeline.errors import ConfigError
 from pipeline.provenance.graph import (
     INPUT,
     OUTPUT,
@@ -29,6 +28,7 @@ from pipeline.provenance.graph import (
     RUN_CONTEXT,
     STATE_NAMES,
     Graph,
+    LineageError,
     TypeNames,
     decoded_json,
     event_key,
@@ -39,6 +39,7 @@ from pipeline.provenance.graph import (
     property_of,
     subgraph,
 )
+from pipeline.provenance.tuning import tuning_of
 from trainer_module.config import RUNTIME_KNOB
 from trainer_module.features import CONFIG_KEY as FEATURES_KEY
 
@@ -52,10 +53,6 @@ EFFECTIVE_KEYS = ("strategy", "replicas", "precision", "xla", "optimizer", "glob
                   "effective_learning_rate")
 # What the serving check records on its InfraBlessing, shown as is.
 SERVING_CHECK_KEYS = (*check_keys.LATENCY_KEYS, check_keys.PROBLEMS)
-
-
-class LineageError(ConfigError):
-    """A lineage question the store cannot answer (no such model, version or artifact)."""
 
 
 # --- which model -------------------------------------------------------------------
@@ -361,37 +358,6 @@ def hyperparameters(trainer: mlmd_pb.Execution, tuned: mlmd_pb.Artifact | None =
     if epochs is not None:
         values[RUNTIME_KNOB] = int(epochs)
     return values
-
-
-def tuning_of(store: metadata_store.MetadataStore, types: TypeNames, graph: Graph, tuned: mlmd_pb.Artifact,
-              run: mlmd_pb.Context | None) -> dict[str, Any]:
-    """The tuning result a Trainer trained with: how many trials produced it, the best one, and
-    whether this run's Tuner made it or it was reused from an earlier run."""
-    tuner = graph.producer(tuned.id)
-    tuner_run = _contexts_of(store, types, tuner.id).get(RUN_CONTEXT) if tuner else None
-    best = property_of(tuned, tuner_keys.BEST_TRIAL)
-    return {
-        "id": tuned.id,
-        "uri": tuned.uri,
-        "tuner_execution_id": tuner.id if tuner else None,
-        "run_id": tuner_run.name if tuner_run else None,
-        "reused": bool(run and tuner_run and tuner_run.id != run.id),
-        "trials": property_of(tuned, tuner_keys.TRIAL_COUNT),
-        "pruned": property_of(tuned, tuner_keys.PRUNED_COUNT),
-        "failed": property_of(tuned, tuner_keys.FAILED_COUNT),
-        "best_trial": None if best is None else int(best),
-        "best_score": property_of(tuned, tuner_keys.BEST_SCORE),
-        "objective": property_of(tuned, tuner_keys.OBJECTIVE),
-        "values": decoded_json(property_of(tuned, tuner_keys.BEST_VALUES)) or {},
-        "study": property_of(tuned, tuner_keys.STUDY),
-        "search_space": property_of(tuned, tuner_keys.SEARCH_SPACE),
-        "wall_s": property_of(tuned, tuner_keys.WALL_S),
-    }
-
-
-def tuning_trials(tuned: mlmd_pb.Artifact) -> list[dict[str, Any]]:
-    """Every trial recorded on a tuning result: number, state, score, duration_s, values, epochs."""
-    return decoded_json(property_of(tuned, tuner_keys.TRIALS_PROPERTY)) or []
 
 
 def anomalies_found(anomalies: mlmd_pb.Artifact) -> bool:
