@@ -27,6 +27,8 @@ from trainer_module.config import TrainingConfig
 # How long the worker processes may take to end their last trial after this process's loop
 # ends (each stops on the same trial count).
 WORKER_WAIT_S = 3600
+# How long a worker told to stop may take to end.
+WORKER_STOP_S = 10
 
 
 class Executor(base_executor.BaseExecutor):
@@ -63,9 +65,13 @@ class Executor(base_executor.BaseExecutor):
         started = time.monotonic()
         try:
             result = tuning.run_study(fn_args, base, request, tuning.log_trial(request.trials, started))
-        finally:
+        except BaseException:
+            # Interrupted or failed here: the workers' trials are not waited for.
             for process in workers:
-                _wait(process)
+                _stop(process)
+            raise
+        for process in workers:
+            _wait(process)
         if workers:
             result = tuning.reload(request, result)
         values = result.best.values
@@ -112,6 +118,15 @@ def _start_worker(request: tuning.StudyRequest, storage_url: str, password_env: 
                               fn_args.custom_config, base, seed=index), spec)
     # Its logs (trial lines included) go where this process's do: the run's log file.
     return subprocess.Popen([sys.executable, "-m", "components.tuner.worker", path])
+
+
+def _stop(worker: subprocess.Popen) -> None:
+    worker.terminate()
+    try:
+        worker.wait(WORKER_STOP_S)
+    except subprocess.TimeoutExpired:
+        worker.kill()
+        worker.wait()
 
 
 def _wait(worker: subprocess.Popen) -> None:
