@@ -44,8 +44,9 @@ COMPLETE, PRUNED, FAILED, RUNNING = "complete", "pruned", "failed", "running"
 _STATES = {optuna.trial.TrialState.COMPLETE: COMPLETE, optuna.trial.TrialState.PRUNED: PRUNED,
            optuna.trial.TrialState.FAIL: FAILED, optuna.trial.TrialState.RUNNING: RUNNING,
            optuna.trial.TrialState.WAITING: RUNNING}
-# The user attributes holding a trial's knob values in JSON types, and the process that ran it.
-_VALUES_ATTR, _RAN_BY_ATTR = "values", "ran_by"
+# The user attributes holding a trial's knob values in JSON types, the process that ran it and
+# why it failed.
+_VALUES_ATTR, _RAN_BY_ATTR, _ERROR_ATTR = "values", "ran_by", "error"
 # Stop after this many failed trials in a row: the configuration, not the sample, is wrong.
 MAX_FAILURES_IN_A_ROW = 3
 
@@ -82,6 +83,7 @@ class TrialRecord:
     epochs: int = 0
     # Which process ran it (HOST:PID): a shared study's trials come from several.
     ran_by: str = ""
+    error: str = ""  # a failed trial's cause
 
     def as_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -129,7 +131,7 @@ def run_study(fn_args: FnArgs, base: TrainingConfig, request: StudyRequest,
             failures = 0
         except Exception as err:  # a trial's own failure (a batch too big, a NaN loss): the next may work
             logging.warning("trial %d failed: %s", trial.number, err, exc_info=True)
-            trial.set_user_attr("error", str(err)[:500])
+            trial.set_user_attr(_ERROR_ATTR, str(err)[:500])
             study.tell(trial, state=optuna.trial.TrialState.FAIL)
             failures += 1
             if failures >= MAX_FAILURES_IN_A_ROW:
@@ -177,7 +179,8 @@ def record(trial: optuna.trial.FrozenTrial) -> TrialRecord:
                        score=float(trial.value) if trial.value is not None else None,
                        duration_s=round(duration, 3) if duration is not None else None,
                        values=dict(trial.user_attrs.get(_VALUES_ATTR, {})), epochs=max(steps) + 1 if steps else 0,
-                       ran_by=str(trial.user_attrs.get(_RAN_BY_ATTR, "")))
+                       ran_by=str(trial.user_attrs.get(_RAN_BY_ATTR, "")),
+                       error=str(trial.user_attrs.get(_ERROR_ATTR, "")))
 
 
 def objective(fn_args: FnArgs, training: TrainingConfig, trial: optuna.Trial) -> float:

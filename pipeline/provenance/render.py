@@ -102,8 +102,9 @@ def study_text(study: dict[str, Any]) -> str:
         marker = " *" if trial["number"] == best else ""
         seconds = "-" if trial["duration_s"] is None else f"{trial['duration_s']:.1f}"
         values = ", ".join(f"{k}={_short(v)}" for k, v in trial["values"].items())
+        cause = f"  ({trial['error']})" if trial.get("error") else ""
         lines.append(f"{trial['number'] + 1:>5}  {trial['state']:<8}  {_or_dash(_number_or_none(trial['score'])):>10}  "
-                     f"{seconds:>8}  {trial['epochs']:>6}  {values}{marker}")
+                     f"{seconds:>8}  {trial['epochs']:>6}  {values}{marker}{cause}")
     lines.append("(* the best trial: the Trainer trains with its values)")
     return "\n".join(lines)
 

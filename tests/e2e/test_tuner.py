@@ -255,3 +255,23 @@ def test_parallel_trials_run_in_several_processes_of_one_study(tmp_path):
     assert best["score"] == min(t["score"] for t in trials if t["state"] == "complete")
     assert trained_value(latest_model(store_of(home)), "learning_rate") == pytest.approx(
         best["values"]["learning_rate"], abs=MLMD_SQLITE_DOUBLE)
+
+
+def test_a_failed_trial_is_recorded_with_its_cause_and_the_study_goes_on(tmp_path):
+    home = tmp_path / "failing"
+    # Gradient accumulation trains on whole batches only: the untuned first trial's batch of 256
+    # is more than the penguins fit slice holds, so it fails; the sampled batches mostly fit.
+    run = turbotfx("run", "--epochs", "4", "--min-accuracy", "0.5", "--accumulation-steps", "16",
+                   "--batch-size", "256", "--tune-trials", "4", "--tune-knobs", "batch_size,learning_rate",
+                   home=home)
+    assert run.exit_code == 0, run.output
+    [result] = tuning_results(store_of(home))
+    trials = trials_of(result)
+    assert trials[0]["values"]["batch_size"] == 256 and trials[0]["state"] == "failed"
+    assert "fewer rows than one global batch" in trials[0]["error"] and trials[0]["score"] is None
+    assert result.custom_properties[tuner_keys.FAILED_COUNT].int_value == sum(t["state"] == "failed" for t in trials)
+    best = trials[result.custom_properties[tuner_keys.BEST_TRIAL].int_value]
+    assert best["state"] == "complete" and best["values"]["batch_size"] < 256
+    assert "trial 1/4  failed" in run.output
+    shown = turbotfx("tune", "show", home=home)
+    assert "fewer rows than one global batch" in shown.output
