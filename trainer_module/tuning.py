@@ -1,7 +1,9 @@
 """The Tuner's study: trials of the searched knobs (search_space.py), each trained on the fit
 part of the train split and judged by its loss on the train split's validation slice (the eval
-split stays for blessing). Optuna samples them (TPE) and stops hopeless ones early (a median
-pruner on each epoch's validation loss). The first trial is the configuration the run would
+split stays for blessing). Where the run bags (small tables: members.py), a trial trains the
+same folds and scores the mean of their losses, so every train row judges it once. Optuna
+samples them (TPE) and stops hopeless ones early (a median pruner on each epoch's validation
+loss, or on each fold's). The first trial is the configuration the run would
 train without tuning, so a tuning result is never worse than the defaults on that slice.
 
 A study may live in an Optuna RDB storage (SQLite, MySQL, PostgreSQL): processes given the
@@ -33,8 +35,9 @@ from trainer_module.input import EpochSteps
 # A trial's validation slice: the share the run would hold out, and at least this much (the
 # defaults' 10 % of a small table is a few dozen rows, too noisy to rank trials by).
 MIN_VALIDATION_SHARE = 0.2
-# The median pruner leaves the first trials alone (nothing to compare with) and each trial's
-# first epochs (a slow start is not a bad configuration).
+# The median pruner leaves the first trials alone (nothing to compare with) and a one-model
+# trial's first epochs (a slow start is not a bad configuration); a bagged trial is compared
+# fold by fold.
 PRUNER_STARTUP_TRIALS = 3
 PRUNER_WARMUP_EPOCHS = 3
 # What each trial's score is: lower is better.
@@ -47,6 +50,8 @@ _STATES = {optuna.trial.TrialState.COMPLETE: COMPLETE, optuna.trial.TrialState.P
 # The user attributes holding a trial's knob values in JSON types, the process that ran it and
 # why it failed.
 _VALUES_ATTR, _RAN_BY_ATTR, _ERROR_ATTR = "values", "ran_by", "error"
+# A bagged trial's best-epoch validation loss of each fold it trained.
+_FOLD_LOSSES_ATTR = "fold_losses"
 # Stop after this many failed trials in a row: the configuration, not the sample, is wrong.
 MAX_FAILURES_IN_A_ROW = 3
 
@@ -79,11 +84,14 @@ class TrialRecord:
     score: float | None
     duration_s: float | None
     values: dict[str, Any]
-    # The last epoch reported (a pruned trial's: where it stopped).
-    epochs: int = 0
+    # The last step reported: an epoch of one model, a fold of a bagged one (a pruned trial's:
+    # where it stopped).
+    steps: int = 0
     # Which process ran it (HOST:PID): a shared study's trials come from several.
     ran_by: str = ""
     error: str = ""  # a failed trial's cause
+    # A bagged trial's loss per fold trained (its score: their mean); [] for one model.
+    fold_losses: list[float] = dataclasses.field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -107,8 +115,7 @@ def run_study(fn_args: FnArgs, base: TrainingConfig, request: StudyRequest,
     study = optuna.create_study(
         study_name=request.study_name, storage=request.storage, direction="minimize", load_if_exists=True,
         sampler=optuna.samplers.TPESampler(seed=request.seed),
-        pruner=optuna.pruners.MedianPruner(n_startup_trials=PRUNER_STARTUP_TRIALS,
-                                           n_warmup_steps=PRUNER_WARMUP_EPOCHS))
+        pruner=optuna.pruners.MedianPruner(n_startup_trials=PRUNER_STARTUP_TRIALS))
     for values in request.first:
         study.enqueue_trial(search_space.as_sampler_params(dimensions, _inside(dimensions, values)),
                             skip_if_exists=True)
@@ -178,9 +185,10 @@ def record(trial: optuna.trial.FrozenTrial) -> TrialRecord:
     return TrialRecord(number=trial.number, state=_STATES.get(trial.state, FAILED),
                        score=float(trial.value) if trial.value is not None else None,
                        duration_s=round(duration, 3) if duration is not None else None,
-                       values=dict(trial.user_attrs.get(_VALUES_ATTR, {})), epochs=max(steps) + 1 if steps else 0,
+                       values=dict(trial.user_attrs.get(_VALUES_ATTR, {})), steps=max(steps) + 1 if steps else 0,
                        ran_by=str(trial.user_attrs.get(_RAN_BY_ATTR, "")),
-                       error=str(trial.user_attrs.get(_ERROR_ATTR, "")))
+                       error=str(trial.user_attrs.get(_ERROR_ATTR, "")),
+                       fold_losses=list(trial.user_attrs.get(_FOLD_LOSSES_ATTR, [])))
 
 
 def objective(fn_args: FnArgs, training: TrainingConfig, trial: optuna.Trial) -> float:
@@ -191,32 +199,56 @@ def objective(fn_args: FnArgs, training: TrainingConfig, trial: optuna.Trial) ->
 
 
 def _network_loss(fn_args: FnArgs, training: TrainingConfig, trial: optuna.Trial) -> float:
-    """The MLP's best epoch's validation loss, as run_fn trains one model (bag_folds 1)."""
+    """The validation loss of the MLP as run_fn would train it: with k-fold bagging (small
+    tables), the mean of each fold's best-epoch loss on its own slice, so every train row is
+    validated once; else the one model's best-epoch loss on its validation slice."""
     run = train.setup(fn_args, training)
     files, tto, label_key, batch = fn_args.train_files, run.tf_transform_output, run.label_key, run.global_batch_size
+    whole = input.input_dataset(files, tto, label_key, batch, shuffle=False)
+    train_rows = input.batches_per_epoch(whole, files, batch) * batch
+    folds = config.bag_folds(training, train_rows)
+    shape = model.Shape(dropout=config.dropout_rate(training, train_rows),
+                        numeric_encoding=training.numeric_encoding, linear=training.linear)
+    label_scale = input.label_statistics(whole) if run.spec.task == features.REGRESSION else {}
+    weights = train.class_weights(training.class_weight, run.spec,
+                                  lambda: input.label_values(files, tto, label_key))
+    if folds > 1:
+        members_data = members.bagged_members(files, tto, label_key, batch, run.equal_batches, folds,
+                                              EpochSteps(train=0))
+        losses: list[float] = []
+        for fold, data in enumerate(members_data):
+            losses.append(_fit(run, training, shape, label_scale, weights, data, pruning=None))
+            trial.set_user_attr(_FOLD_LOSSES_ATTR, losses)
+            # Pruned on the folds scored so far against other trials' same folds.
+            trial.report(float(np.mean(losses)), fold)
+            if fold + 1 < folds and trial.should_prune():
+                raise optuna.TrialPruned(f"fold {fold + 1}: validation loss {np.mean(losses):.4f}")
+        return float(np.mean(losses))
     share = max(training.validation_share, MIN_VALIDATION_SHARE)
     fit_part = input.Part(input.FIT, share)
     train_ds = input.input_dataset(files, tto, label_key, batch, shuffle=True, drop_remainder=run.equal_batches,
                                    part=fit_part)
-    fit_batches = input.batches_per_epoch(train_ds, files, batch, fit_part)
-    validation_ds, steps = members.validation_slice(files, tto, label_key, batch,
-                                                    input.Part(input.VALIDATION, share), EpochSteps(train=fit_batches))
+    validation_ds, steps = members.validation_slice(
+        files, tto, label_key, batch, input.Part(input.VALIDATION, share),
+        EpochSteps(train=input.batches_per_epoch(train_ds, files, batch, fit_part)))
     members.require_train_batches(steps, batch, run.equal_batches)
     if validation_ds is None:
         raise ValueError("the train split is too small to hold out a validation slice to tune on")
-    train_rows = round(fit_batches * batch / (1 - share))
-    shape = model.Shape(dropout=config.dropout_rate(training, train_rows),
-                        numeric_encoding=training.numeric_encoding, linear=training.linear)
-    label_scale = input.label_statistics(train_ds) if run.spec.task == features.REGRESSION else {}
-    weights = train.class_weights(training.class_weight, run.spec,
-                                  lambda: input.label_values(files, tto, label_key))
+    return _fit(run, training, shape, label_scale, weights, members.MemberData(train_ds, validation_ds, steps),
+                pruning=_Pruning(trial))
+
+
+def _fit(run: train.Setup, training: TrainingConfig, shape: model.Shape, label_scale: dict[str, Any],
+         weights: dict[int, float] | None, data: members.MemberData, pruning: keras.callbacks.Callback | None) -> float:
+    """Trains one fresh model on data.train_ds, stopping early on data.validation_ds; its best
+    epoch's validation loss."""
     best = callbacks.BestEpoch(training.patience)
     keras.mixed_precision.set_global_policy(run.choice.precision)
     try:
         network = run.build(shape, label_scale)
-        network.fit(train_ds.repeat(), epochs=training.epochs, steps_per_epoch=steps.train,
-                    validation_data=validation_ds, validation_steps=steps.validation, class_weight=weights,
-                    callbacks=[best, _Pruning(trial)], verbose=0)
+        network.fit(data.train_ds.repeat(), epochs=training.epochs, steps_per_epoch=data.steps.train,
+                    validation_data=data.validation_ds, validation_steps=data.steps.validation, class_weight=weights,
+                    callbacks=[best, *([pruning] if pruning else [])], verbose=0)
     finally:
         keras.mixed_precision.set_global_policy("float32")
     loss = float(best.best)
@@ -262,7 +294,8 @@ def prediction_loss(task: str, labels: np.ndarray, predicted: np.ndarray) -> flo
 
 
 class _Pruning(keras.callbacks.Callback):
-    """Reports each epoch's validation loss to the trial; stops it when the pruner says so."""
+    """Reports each epoch's validation loss to the trial, from the first after the warm-up;
+    stops it when the pruner says so."""
 
     def __init__(self, trial: optuna.Trial) -> None:
         super().__init__()
@@ -270,7 +303,7 @@ class _Pruning(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
         loss = (logs or {}).get("val_loss")
-        if loss is None or not math.isfinite(loss):
+        if epoch < PRUNER_WARMUP_EPOCHS or loss is None or not math.isfinite(loss):
             return
         self.trial.report(float(loss), epoch)
         if self.trial.should_prune():

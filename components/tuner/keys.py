@@ -13,7 +13,7 @@ PASSWORD_ENV = "password_env"
 # only file there): {"values": {knob: value}}.
 HYPERPARAMETERS_FILE = "best_hyperparameters.json"
 # Custom properties of the HyperParameters artifact.
-TRIALS_PROPERTY = "tuning_trials"  # JSON list: number, state, score, duration_s, values, epochs
+TRIALS_PROPERTY = "tuning_trials"  # JSON list: number, state, score, duration_s, values, steps, ...
 TRIAL_COUNT = "tuning_trial_count"
 PRUNED_COUNT = "tuning_pruned_count"
 FAILED_COUNT = "tuning_failed_count"

@@ -97,14 +97,14 @@ def study_text(study: dict[str, Any]) -> str:
     lines = [f"tuning {study['id']} ({source}, study {study['study']}): {study['trials']} trials "
              f"({study['pruned']} pruned, {study['failed']} failed) in {study['wall_s']:.1f}s; "
              f"best trial {best + 1}, {study['objective']} {_number(study['best_score'])}",
-             f"{'trial':>5}  {'state':<8}  {'score':>10}  {'seconds':>8}  {'epochs':>6}  values"]
+             f"{'trial':>5}  {'state':<8}  {'score':>10}  {'seconds':>8}  {'steps':>5}  values"]
     for trial in sorted(study["trial_list"], key=lambda t: t["number"]):
         marker = " *" if trial["number"] == best else ""
         seconds = "-" if trial["duration_s"] is None else f"{trial['duration_s']:.1f}"
         values = ", ".join(f"{k}={_short(v)}" for k, v in trial["values"].items())
         cause = f"  ({trial['error']})" if trial.get("error") else ""
         lines.append(f"{trial['number'] + 1:>5}  {trial['state']:<8}  {_or_dash(_number_or_none(trial['score'])):>10}  "
-                     f"{seconds:>8}  {trial['epochs']:>6}  {values}{marker}{cause}")
+                     f"{seconds:>8}  {trial['steps']:>5}  {values}{marker}{cause}")
     lines.append("(* the best trial: the Trainer trains with its values)")
     return "\n".join(lines)
 

@@ -74,7 +74,8 @@ def tuning_of(store: metadata_store.MetadataStore, types: TypeNames, graph: Grap
 
 
 def tuning_trials(tuned: mlmd_pb.Artifact) -> list[dict[str, Any]]:
-    """Every trial recorded on a tuning result: number, state, score, duration_s, values, epochs."""
+    """Every trial recorded on a tuning result: number, state, score, duration_s, values, steps,
+    the process that ran it, a failed one's error, a bagged one's fold losses."""
     return decoded_json(property_of(tuned, tuner_keys.TRIALS_PROPERTY)) or []
 
 

@@ -134,7 +134,7 @@ def test_hopeless_trials_are_pruned_and_recorded_as_pruned(tuned):
     [result] = tuning_results(store_of(tuned.home))
     pruned = [t for t in trials_of(result) if t["state"] == "pruned"]
     assert pruned, trials_of(result)
-    assert all(t["epochs"] < 8 for t in pruned)
+    assert all(t["steps"] < 8 for t in pruned)
 
 
 def test_tune_show_and_lineage_show_the_trials(tuned):
@@ -240,10 +240,11 @@ def test_the_gbt_family_tunes_its_own_knobs(tmp_path):
     assert trained_value(model, "gbt_num_trees") != 50
 
 
-def test_parallel_trials_run_in_several_processes_of_one_study(tmp_path):
+def test_parallel_bagged_trials_run_in_several_processes_of_one_study(tmp_path):
     home = tmp_path / "parallel"
-    run = turbotfx("run", *RUN_ARGS, "--tune-trials", "4", "--tune-parallelism", "2", "--tune-knobs",
-                   "learning_rate,dropout", home=home)
+    # Three bagged folds: each trial trains the run's three members, scored by their mean loss.
+    run = turbotfx("run", *RUN_ARGS, "--bag-folds", "3", "--tune-trials", "4", "--tune-parallelism", "2",
+                   "--tune-knobs", "learning_rate,dropout", home=home)
     assert run.exit_code == 0, run.output
     [result] = tuning_results(store_of(home))
     trials = trials_of(result)
@@ -251,6 +252,11 @@ def test_parallel_trials_run_in_several_processes_of_one_study(tmp_path):
     assert 4 <= len(trials) <= 5 and [t["number"] for t in trials] == list(range(len(trials)))
     assert {t["state"] for t in trials} <= {"complete", "pruned"}
     assert len({t["ran_by"] for t in trials}) == 2, trials
+    for trial in trials:
+        folds = trial["fold_losses"]
+        assert (len(folds) == 3) == (trial["state"] == "complete") and trial["steps"] == len(folds)
+        if trial["state"] == "complete":
+            assert trial["score"] == pytest.approx(sum(folds) / 3)
     best = trials[result.custom_properties[tuner_keys.BEST_TRIAL].int_value]
     assert best["score"] == min(t["score"] for t in trials if t["state"] == "complete")
     assert trained_value(latest_model(store_of(home)), "learning_rate") == pytest.approx(
