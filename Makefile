@@ -18,7 +18,7 @@ run: $(STAMP)
 # Lint and types first, so CI (.ci/run: make test) holds both. The tests start their own
 # MariaDB and PostgreSQL servers on loopback: install the Debian packages first when missing.
 test: $(STAMP) lint cluster-deps
-	bash tests/doubles/install_db_servers.sh
+	bash tests/doubles/install_test_packages.sh
 	$(PY) -m pytest $(ARGS)
 
 # Beam's Spark job server and the Spark engine, from Maven Central into .cache/cluster (mvn).
@@ -31,7 +31,7 @@ cluster-test: $(STAMP) cluster-deps
 
 # Everything but the end-to-end pipeline runs.
 test-fast: $(STAMP) lint
-	bash tests/doubles/install_db_servers.sh
+	bash tests/doubles/install_test_packages.sh
 	$(PY) -m pytest -m "not e2e" $(ARGS)
 
 # ruff over the tree; mypy over the library packages ([tool.mypy] in pyproject.toml).

@@ -13,7 +13,8 @@ own floor and the ones below, never from one above (tests/test_architecture.py c
               store/connection (the MLMD store, ml_metadata)
   use         runners/ (local, kubeflow, submit, Beam settings), provenance/ (MLMD read
               and the pipeline's own records in it: graph, lineage, summary, verdict, runs,
-              diff, render, pushes, run_state), workspace (a workspace's life as library
+              diff, render, pushes, run_state), report/ (the run's report page: records,
+              files, charts, page, write), workspace (a workspace's life as library
               calls: the store held and checked, runs left unfinished marked, serving
               reconciled with MLMD, one pipeline run start to end; never prints)
   cli/        the `turbotfx` command line: the only floor that prints

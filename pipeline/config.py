@@ -110,6 +110,11 @@ class PipelineConfig:
         return self.home_path / "serving" / self.model_name
 
     @property
+    def reports_dir(self) -> Path:
+        """The run reports of this pipeline: reports/<pipeline>/<run>.html (pipeline/report)."""
+        return self.home_path / "reports" / self.pipeline_name
+
+    @property
     def log_path(self) -> Path:
         return self.home_path / "logs" / "turbotfx.log"
 

@@ -14,6 +14,7 @@ import contextlib
 import dataclasses
 import datetime
 import errno
+import logging
 import re
 import signal
 import time
@@ -75,6 +76,7 @@ class RunOutcome:
     error: str | None = None  # "<component> failed: <cause>" when a component failed
     withheld: str | None = None  # why a completed run pushed nothing
     warnings: tuple[str, ...] = ()  # the run completed, but something after it did not
+    report_path: Path | None = None  # the run's report page
 
     @property
     def kind(self) -> str:
@@ -111,7 +113,7 @@ def run(config: PipelineConfig, beam: BeamOptions | None = None, report: Report 
             try:
                 backup.keep_last_good_copy(url)
             except backup.LastGoodCopyError as err:  # the run itself completed
-                outcome = dataclasses.replace(outcome, warnings=(str(err),))
+                outcome = dataclasses.replace(outcome, warnings=(*outcome.warnings, str(err)))
         return outcome
 
 
@@ -162,6 +164,9 @@ def _run(config: PipelineConfig, url: MetadataUrl, beam: BeamOptions | None, rep
         found = summary.latest_run(store, config.pipeline_name)
         if found and text_summary:
             report(found.format())
+        page, page_warning = _write_report(store, config, found.run_id) if found else (None, None)
+        if page is not None:
+            report(f"report: {page}")
         wall_s = time.perf_counter() - started
         report(f"wall time {wall_s:.1f}s")
         error = None
@@ -173,7 +178,23 @@ def _run(config: PipelineConfig, url: MetadataUrl, beam: BeamOptions | None, rep
             report(f"  details: {config.log_path}")
     withheld = why_nothing_was_pushed(found) if found and error is None else None
     return RunOutcome(run_id=run_id, pipeline_name=config.pipeline_name, summary=found, wall_s=wall_s,
-                      error=error, withheld=withheld)
+                      error=error, withheld=withheld, report_path=page,
+                      warnings=(page_warning,) if page_warning else ())
+
+
+def _write_report(store, config: PipelineConfig, run_id: str) -> tuple[Path | None, str | None]:
+    """The run's report page (pipeline/report), and why not when it could not be written:
+    the run itself is done by then, so a report that fails is a warning, not a failed run."""
+    from pipeline.provenance.graph import RUN_CONTEXT
+    from pipeline.report import write
+
+    target = write.report_path(config.reports_dir, run_id)
+    try:
+        run = store.get_context_by_type_and_name(RUN_CONTEXT, run_id)
+        return write.write_report(store, run, target, config.serving_dir.parent), None
+    except Exception as err:  # noqa: BLE001 (any cause: it is named in the warning and logged)
+        logging.getLogger(__name__).exception("the run report failed")
+        return None, f"the run's report could not be written to {target}: {cause(err)}"
 
 
 def why_nothing_was_pushed(summary: RunSummary) -> str | None:

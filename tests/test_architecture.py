@@ -129,7 +129,7 @@ PIPELINE_FLOORS = (
     ("pipeline", "pipeline.errors", "pipeline.atomic", "pipeline.store", "pipeline.store.url", "pipeline.datasets"),
     ("pipeline.config",),
     ("pipeline.store.connection", "pipeline.deployment", "pipeline.vertex", "pipeline.pipeline"),
-    ("pipeline.runners", "pipeline.provenance", "pipeline.workspace"),
+    ("pipeline.runners", "pipeline.provenance", "pipeline.report", "pipeline.workspace"),
     ("pipeline.cli",),
 )
 

@@ -48,7 +48,7 @@ def test_dockerfile_python_snippets_run(tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["tfx[kfp]==1.16.0", "apache-beam[gcp]==2.59.0", "dill", "palmerpenguins",
                                    "tf-keras>=2.16,<2.17", "tensorflow-decision-forests==1.9.2", "tomli",
-                                   "optuna==5.0.0", "PyMySQL", "psycopg2-binary"]
+                                   "optuna==5.0.0", "PyMySQL", "psycopg2-binary", "matplotlib"]
     target = tmp_path / "data" / "penguins"
     done = subprocess.run([sys.executable, "-c", write_data.replace("/turbotfx/data/penguins", str(target))],
                           capture_output=True, text=True)

@@ -282,9 +282,10 @@ def workspace_config(args: argparse.Namespace) -> PipelineConfig:
     return PipelineConfig(**{key: value for key, value in given.items() if value is not None})
 
 
-def query_store_url(args: argparse.Namespace) -> str | None:
-    """The store --metadata-url names, else the workspace's SQLite store if a run made it."""
-    return existing_store_url(args.metadata_url, workspace_config(args).metadata_path)
+def query_store_url(args: argparse.Namespace, config: PipelineConfig | None = None) -> str | None:
+    """The store --metadata-url names, else the workspace's SQLite store if a run made it
+    (config's: another pipeline's; default: the workspace's default pipeline's)."""
+    return existing_store_url(args.metadata_url, (config or workspace_config(args)).metadata_path)
 
 
 def query_store_urls(args: argparse.Namespace) -> list[str]:
@@ -295,11 +296,11 @@ def query_store_urls(args: argparse.Namespace) -> list[str]:
     return [sqlite_url(path) for path in workspace_config(args).workspace_store_paths]
 
 
-def store_from_args(args: argparse.Namespace) -> metadata_store.MetadataStore:
+def store_from_args(args: argparse.Namespace, config: PipelineConfig | None = None) -> metadata_store.MetadataStore:
     """The store to ask, which must exist: a query never creates an empty store."""
-    url = query_store_url(args)
+    url = query_store_url(args, config)
     if url is None:
-        path = workspace_config(args).metadata_path
+        path = (config or workspace_config(args)).metadata_path
         raise ConfigError(
             f"no metadata store at {path}: run the pipeline first (`turbotfx run`), or point to the "
             "workspace with --home or to another store with --metadata-url"

@@ -8,14 +8,14 @@ import os
 import sys
 from typing import Sequence
 
-from pipeline.cli import deploy, init, provenance, run, schema, serve, tune
+from pipeline.cli import deploy, init, provenance, report, run, schema, serve, tune
 from pipeline.errors import ConfigError, Interrupted
 
 # What a shell reports for a process ended by SIGINT, and by SIGPIPE.
 INTERRUPTED_EXIT, BROKEN_PIPE_EXIT = 130, 141
 
 # In the order `turbotfx --help` lists them.
-COMMAND_MODULES = (init, run, provenance, tune, deploy, serve, schema)
+COMMAND_MODULES = (init, run, provenance, report, tune, deploy, serve, schema)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -92,5 +92,6 @@ def _print_json(outcome: RunOutcome) -> None:
     from pipeline.provenance.summary import finite_or_none
 
     document = outcome.summary.as_json() if outcome.summary else {}
-    document.update({"wall_s": round(outcome.wall_s, 1), "error": outcome.error})
+    document.update({"wall_s": round(outcome.wall_s, 1), "error": outcome.error,
+                     "report": str(outcome.report_path) if outcome.report_path else None})
     print(json.dumps(finite_or_none(document), indent=2, allow_nan=False))

@@ -3,7 +3,7 @@
 Each server gets a fresh data directory, reads no system configuration, and keeps its unix
 socket next to its data. The application user (`mlmd`, random password) is not the admin, as
 in a real deployment; the admin is only used over the unix socket to create databases.
-The binaries come from Debian packages: run tests/doubles/install_db_servers.sh if they are missing.
+The binaries come from Debian packages: run tests/doubles/install_test_packages.sh if they are missing.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ APP_USER = "mlmd"
 DATABASE = "mlmd"
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 15.0
-_INSTALL_HINT = "run tests/doubles/install_db_servers.sh (as root, or with sudo) to install it"
+_INSTALL_HINT = "run tests/doubles/install_test_packages.sh (as root, or with sudo) to install it"
 _unique = itertools.count()
 
 

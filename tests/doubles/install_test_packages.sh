@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Makes sure the binaries the tests need are installed: a MariaDB and a PostgreSQL server (the
-# tests start their own throwaway instances on loopback, see tests/doubles/db_servers.py) and graphviz's
-# `dot`. Silent and fast when everything is there; installs the missing Debian packages otherwise.
+# tests start their own throwaway instances on loopback, see tests/doubles/db_servers.py), graphviz's
+# `dot`, and a headless Chromium with its matching chromedriver (the run report is opened in it,
+# tests/browser.py). Silent and fast when everything is there; installs the missing Debian packages otherwise.
 set -euo pipefail
 
 missing=()
@@ -14,6 +15,11 @@ for bin_dir in /usr/lib/postgresql/*/bin; do
 done
 ((pg_ok)) || missing+=(postgresql)
 command -v dot >/dev/null || missing+=(graphviz)
+# Debian builds chromedriver from the same source as the browser, so their versions always match.
+command -v chromium >/dev/null || missing+=(chromium)
+command -v chromedriver >/dev/null || missing+=(chromium-driver)
+# A font the browser can draw text with (the slim images carry none).
+[[ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ]] || missing+=(fonts-dejavu-core)
 ((${#missing[@]} == 0)) && exit 0
 
 if ((EUID == 0)); then

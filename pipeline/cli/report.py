@@ -1,0 +1,46 @@
+"""`turbotfx report`: a run's report as one HTML page (every run writes its own; this
+renders it again, for any recorded run, wherever asked)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import webbrowser
+from pathlib import Path
+
+from pipeline.cli import args as cli_args
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    report = commands.add_parser("report", help="a run's report: one HTML page that opens offline")
+    cli_args.add_store_args(report)
+    report.add_argument("--pipeline-name", help="the pipeline whose store and runs to read (default: the default "
+                                                "pipeline's)")
+    which = report.add_mutually_exclusive_group()
+    which.add_argument("--run", dest="run_id", metavar="ID", help="a run by its id (`turbotfx runs`; default: "
+                                                                  "the newest run)")
+    which.add_argument("--model-version", help="the run that trained this pushed serving version")
+    report.add_argument("--output", type=Path, help="where to write the page (default: "
+                                                    "reports/<pipeline>/<run>.html in the workspace)")
+    report.add_argument("--open", action="store_true", help="open the page in the default web browser")
+    report.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    from pipeline.report import records, write
+
+    config = cli_args.workspace_config(args)
+    if args.pipeline_name:
+        config = dataclasses.replace(config, pipeline_name=args.pipeline_name)
+    store = cli_args.store_from_args(args, config)
+    run = records.find_run(store, run_id=args.run_id, model_version=args.model_version,
+                           pipeline_name=args.pipeline_name)
+    target = args.output or write.report_path(config.reports_dir, run.name)
+    # Labels are the workspace's; a store elsewhere (--metadata-url) may not be this workspace's runs.
+    serving_root = config.serving_dir.parent if not args.metadata_url else None
+    write.write_report(store, run, target, serving_root)
+    print(target)
+    if args.open and not webbrowser.open(target.resolve().as_uri()):
+        print(f"turbotfx: no web browser to open it with here; open {target} where there is one")
+    return 0
+

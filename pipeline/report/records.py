@@ -1,0 +1,105 @@
+"""What a run report shows, gathered from MLMD and the run's artifacts: the run summary,
+the model's lineage, each split's statistics, the anomalies, the learning curves, the served
+labels. Everything here is read from records, nothing is recomputed."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from ml_metadata.metadata_store import metadata_store
+from ml_metadata.proto import metadata_store_pb2 as mlmd_pb
+
+from pipeline.provenance.graph import OUTPUT, RUN_CONTEXT, LineageError, TypeNames
+from pipeline.provenance.summary import RunSummary, pipeline_of, summarize
+from pipeline.report import files
+
+
+@dataclasses.dataclass
+class SplitStatistics:
+    rows: int
+    features: dict[str, files.FeatureStatistics]
+
+
+@dataclasses.dataclass
+class RunRecords:
+    summary: RunSummary
+    lineage: dict[str, Any] | None  # the model's (provenance.lineage.model_lineage); None: no model
+    statistics: dict[str, SplitStatistics]  # by split, train first
+    anomalies: dict[str, list[tuple[str, str]]] | None  # by split; None: not validated
+    curves: dict[str, dict[str, list[tuple[int, float]]]]  # metric -> phase -> (epoch, value)
+    labels: dict[str, int]  # the served labels of the model's serving directory ("stable": version)
+
+
+def find_run(store: metadata_store.MetadataStore, run_id: str | None = None,
+             model_version: str | None = None, pipeline_name: str | None = None) -> mlmd_pb.Context:
+    """The run context named by its id, the run that trained a pushed version, or else the
+    newest run (of pipeline_name, when given)."""
+    from pipeline.provenance import lineage
+
+    if model_version is not None:
+        model = lineage.find_model(store, model_version=model_version)
+        run_id = lineage.model_lineage(store, model)["pipeline"]["run_id"]
+        if run_id is None:
+            raise LineageError(f"the model of version {model_version} has no recorded run")
+    if run_id is not None:
+        run = store.get_context_by_type_and_name(RUN_CONTEXT, run_id)
+        if run is None:
+            raise LineageError(f"no run {run_id!r} in this metadata store; `turbotfx runs` lists the runs")
+        return run
+    types = TypeNames(store)
+    runs = [c for c in store.get_contexts_by_type(RUN_CONTEXT)
+            if pipeline_name is None or pipeline_of(store, types, c) in (None, pipeline_name)]
+    if not runs:
+        raise LineageError("no run is recorded in this metadata store yet; run the pipeline first (`turbotfx run`)")
+    return max(runs, key=lambda c: c.id)
+
+
+def collect(store: metadata_store.MetadataStore, run: mlmd_pb.Context, serving_root: Path | None = None) -> RunRecords:
+    """Everything the report of one run shows. serving_root: the workspace's serving folder,
+    whose models.config holds the labels (none for a compiled pipeline's records)."""
+    from pipeline.provenance import lineage
+
+    types = TypeNames(store)
+    summary = summarize(store, run, types, pipeline=pipeline_of(store, types, run), with_components=True)
+    outputs = _outputs_of(store, types, run)
+    found = None
+    if summary.model_id is not None:
+        model = store.get_artifacts_by_id([summary.model_id])[0]
+        found = lineage.model_lineage(store, model, types)
+    statistics = {}
+    if "ExampleStatistics" in outputs:
+        uri = outputs["ExampleStatistics"].uri
+        for split in files.splits(uri):
+            rows, features = files.read_statistics(uri, split)
+            statistics[split] = SplitStatistics(rows, features)
+    anomalies = files.read_anomalies(outputs["ExampleAnomalies"].uri) if "ExampleAnomalies" in outputs else None
+    curves = files.read_curves(outputs["ModelRun"].uri) if "ModelRun" in outputs else {}
+    labels = _labels(serving_root, summary.model_name) if serving_root and summary.model_name else {}
+    return RunRecords(summary, found, statistics, anomalies, curves, labels)
+
+
+def _outputs_of(store: metadata_store.MetadataStore, types: TypeNames, run: mlmd_pb.Context) -> dict[str, mlmd_pb.Artifact]:
+    """The run's output artifacts by type, the first of each (a cached component's too: TFX
+    records the earlier outputs it reused as the cached execution's)."""
+    executions = store.get_executions_by_context(run.id)
+    if not executions:
+        return {}
+    events = store.get_events_by_execution_ids([e.id for e in executions])
+    ids = sorted({e.artifact_id for e in events if e.type == OUTPUT})
+    outputs: dict[str, mlmd_pb.Artifact] = {}
+    for artifact in store.get_artifacts_by_id(ids) if ids else []:
+        outputs.setdefault(types.artifact(artifact.type_id), artifact)
+    return outputs
+
+
+def _labels(serving_root: Path, model_name: str) -> dict[str, int]:
+    from serving import model_config
+
+    if not model_config.config_path(serving_root).exists():
+        return {}
+    status = model_config.status(serving_root, model_name)
+    return {label: version for label, version in ((model_config.STABLE, status.stable),
+                                                   (model_config.CANARY, status.canary))
+            if version is not None}

@@ -1,0 +1,206 @@
+"""The run report (pipeline/report): what a person looks for on the page of a real run.
+
+Expected values come from elsewhere than the report code: MLMD's records read here directly,
+the examples ExampleGen wrote (tf.train.Example), the embedded CSV, the dataset file's bytes,
+and TensorFlow's own reader of the Trainer's TensorBoard logs.
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import tensorflow as tf
+
+from components.reporting_evaluator import keys as evaluator_keys
+from components.serving_check import keys as check_keys
+from pipeline import datasets
+from tests.conftest import turbotfx
+from tests.e2e.test_yardsticks import feature_value, latest_artifact, split_examples
+from tests.report_page import Page, read_page
+
+pytestmark = pytest.mark.e2e
+
+HEADINGS = ["Summary", "Dataset", "Data", "Training", "Evaluation", "Serving", "Lineage"]
+PENGUIN_CLASSES = {"Adelie", "Chinstrap", "Gentoo"}
+
+
+def report_of(run_output: str) -> Path:
+    """The page the run's summary names."""
+    found = [line.split("report: ", 1)[1] for line in run_output.splitlines() if line.startswith("report: ")]
+    assert len(found) == 1, run_output
+    return Path(found[0])
+
+
+def tensorflow_curve(model_run_uri: str, phase: str, tag: str) -> list[float]:
+    """A scalar per epoch as TensorFlow's own event reader reads it."""
+    [events_file] = tf.io.gfile.glob(f"{model_run_uri}/{phase}/events.out.tfevents.*")
+    values = []
+    for event in tf.compat.v1.train.summary_iterator(events_file):
+        values += [float(tf.make_ndarray(v.tensor)) for v in event.summary.value if v.tag == tag]
+    return values
+
+
+def test_a_penguins_run_writes_a_report_with_what_a_person_looks_for(first_run):
+    path = report_of(first_run.stdout)
+    assert path.parent == first_run.home / "reports" / "turbotfx" and path.is_file()
+    page = read_page(path)
+    assert [h for h in page.headings if h in HEADINGS] == HEADINGS
+
+    # The dataset file: its path and the hash of its bytes.
+    dataset_file = Path(datasets.__file__).with_name("penguins.toml")
+    facts = page.table("Dataset").as_dict()
+    assert facts["dataset file"] == str(dataset_file)
+    assert facts["content hash (sha256, first 16 digits)"] == hashlib.sha256(dataset_file.read_bytes()).hexdigest()[:16]
+
+    # Every column, and each split's missing shares, which add up to the CSV's blanks.
+    csv = pd.read_csv(first_run.home / "data" / "penguins" / "penguins.csv")
+    data = page.table("Data", "data")
+    assert set(data.column("feature")) == set(csv.columns)
+    assert data.rows[1 + data.column("feature").index("species")][1] == "categorical (label)"
+    train_rows, eval_rows = len(split_examples(first_run.home, "train")), len(split_examples(first_run.home, "eval"))
+    assert f"train: {train_rows:,} rows, eval: {eval_rows:,} rows" in page.section_html("data")
+    for column in ("sex", "bill_length_mm"):
+        row = data.rows[1 + data.column("feature").index(column)]
+        train_share, eval_share = (float(cell.rstrip("%")) / 100 for cell in row[2:4])
+        blanks = train_share * train_rows + eval_share * eval_rows
+        assert blanks == pytest.approx(csv[column].isna().sum(), abs=0.5), (column, row)
+    assert int(csv["sex"].isna().sum()) > 0  # the check above saw blanks to count
+
+    # The headline metrics, as MLMD recorded them on the evaluation.
+    evaluation = latest_artifact(first_run.home, "ModelEvaluation", "Evaluator").custom_properties
+    shown = {row[0]: row[1] for row in page.table("Metrics on the eval split").rows[1:]}
+    recorded = {name[len(evaluator_keys.METRIC_PREFIX):]: value.double_value for name, value in evaluation.items()
+                if name.startswith(evaluator_keys.METRIC_PREFIX)}
+    assert recorded and {name: f"{value:.4f}" for name, value in recorded.items()} == shown
+
+    # The confusion matrix names the classes; each row sums to that class's eval rows.
+    matrix = page.table("Confusion matrix")
+    classes = matrix.rows[0][1:]
+    assert set(classes) == PENGUIN_CLASSES
+    eval_labels = collections.Counter(feature_value(row, "species") for row in split_examples(first_run.home, "eval"))
+    for row in matrix.rows[1:]:
+        assert sum(int(n) for n in row[1:]) == eval_labels[row[0]], (row, eval_labels)
+    correct = sum(int(row[1 + classes.index(row[0])]) for row in matrix.rows[1:])
+    assert correct / eval_rows == pytest.approx(recorded["sparse_categorical_accuracy"], abs=1e-6)
+    assert PENGUIN_CLASSES <= set(page.svg_text)  # the chart's axes name them too
+
+    # Training: the learning curves' tags, and the config the Trainer recorded.
+    assert "loss" in page.svg_text and "accuracy" in page.svg_text
+    knobs = page.table("Training configuration").as_dict()
+    assert knobs["epochs"] == "5"  # FAST_RUN_ARGS
+
+    # Serving: the check's latencies as the InfraBlessing holds them, the version, the labels.
+    blessing = latest_artifact(first_run.home, "InfraBlessing", "ServingCheck").custom_properties
+    p50 = blessing[check_keys.LATENCY_KEYS[0]].double_value
+    assert f"{p50:.2f} ms" in page.svg_text
+    served = page.table("Serving").as_dict()
+    assert f"pushed: {first_run.home}/serving/penguins/{served['pushed version']}" in first_run.stdout
+    assert served["label stable"] == served["pushed version"]
+
+    # Lineage: the graph names the model artifact.
+    model = latest_artifact(first_run.home, "Model", "Trainer")
+    assert f"Model {model.id}" in page.svg_text
+
+
+def test_the_report_reads_the_learning_curves_tensorflow_wrote(first_run):
+    from pipeline.report import files
+
+    model_run = latest_artifact(first_run.home, "ModelRun", "Trainer")
+    curves = files.read_curves(model_run.uri)
+    for phase in ("train", "validation"):
+        for metric in ("loss", "accuracy"):
+            expected = tensorflow_curve(model_run.uri, phase, f"epoch_{metric}")
+            assert len(expected) == 5  # one per epoch (FAST_RUN_ARGS)
+            assert [value for _, value in curves[metric][phase]] == pytest.approx(expected, rel=1e-6)
+            assert [epoch for epoch, _ in curves[metric][phase]] == list(range(5))
+
+
+def test_report_command_renders_a_chosen_run_and_names_bad_input_in_one_line(first_run_copy, tmp_path):
+    home = first_run_copy.home
+    # The first run's page, in the copy of its workspace.
+    first_page = home / "reports" / "turbotfx" / report_of(first_run_copy.stdout).name
+    pushed_version = read_page(first_page).table("Serving").as_dict()["pushed version"]
+    # A second run that is not blessed: the newest run now has no push.
+    second = turbotfx("run", "--epochs", "1", "--learning-rate", "1e-6", "--min-accuracy", "0.99", home=home)
+    assert second.exit_code == 3, second.output
+    second_page = report_of(second.stdout)
+    assert second_page != first_page and second_page.is_file()
+    assert read_page(second_page).table("Serving").as_dict()["pushed version"] == "nothing"
+
+    # The newest run by default; --model-version finds the run that trained that version.
+    newest = turbotfx("report", "--output", str(tmp_path / "newest.html"), home=home)
+    assert newest.exit_code == 0 and newest.stdout.strip() == str(tmp_path / "newest.html"), newest.output
+    assert _run_id(read_page(tmp_path / "newest.html")) == _run_id(read_page(second_page))
+    by_version = turbotfx("report", "--model-version", pushed_version, "--output", str(tmp_path / "v.html"),
+                          home=home)
+    assert by_version.exit_code == 0, by_version.output
+    assert _run_id(read_page(tmp_path / "v.html")) == _run_id(read_page(first_page))
+    # --run: the id `turbotfx runs` prints; the default file name is the run's.
+    run_id = _run_id(read_page(first_page))
+    by_id = turbotfx("report", "--run", run_id, home=home)
+    assert by_id.exit_code == 0 and Path(by_id.stdout.strip()) == first_page, by_id.output
+
+    unknown = turbotfx("report", "--run", "2001-01-01T00:00:00", "--output", str(tmp_path / "u.html"), home=home)
+    assert unknown.exit_code == 2 and len(unknown.output.strip().splitlines()) == 1, unknown.output
+    assert "no run '2001-01-01T00:00:00'" in unknown.output and "turbotfx runs" in unknown.output
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    refused = turbotfx("report", "--output", str(blocked / "page.html"), home=home)
+    assert refused.exit_code == 1 and "Traceback" not in refused.output, refused.output
+    assert len(refused.output.strip().splitlines()) == 1, refused.output
+    assert not (tmp_path / "u.html").exists() and blocked.read_text() == ""
+
+
+def _run_id(page: Page) -> str:
+    match = re.search(r"<h1>turbotfx run (\S+)</h1>", page.html)
+    assert match, page.html[:300]
+    return match.group(1)
+
+
+def test_a_regression_report_shows_its_yardsticks_and_each_bagged_models_curves(tmp_path):
+    rows = 400
+    rng = np.random.default_rng(5)
+    size = rng.gamma(2.0, 50.0, rows).round(1)
+    kind = rng.choice(["flat", "house", "barn"], rows)
+    price = (3.0 * size + np.where(kind == "house", 200.0, 0.0) + rng.normal(0, 20, rows) + 50).round(2)
+    data_root = tmp_path / "data"
+    data_root.mkdir()
+    pd.DataFrame({"size": size, "kind": kind, "price": price}).to_csv(data_root / "homes.csv", index=False)
+    home, dataset_file = tmp_path / "ws", tmp_path / "homes.toml"
+    init = turbotfx("init", "--data-root", str(data_root), "--label", "price", "--output", str(dataset_file),
+                    home=home)
+    assert init.exit_code == 0, init.output
+    run = turbotfx("run", "--dataset", str(dataset_file), "--epochs", "4", "--blessing-threshold", "1e9", home=home)
+    assert run.exit_code == 0, run.output
+    page = read_page(report_of(run.stdout))
+    assert [h for h in page.headings if h in HEADINGS] == HEADINGS
+    assert "Confusion matrix" not in page.headings
+
+    # The trivial baseline is the train split's mean, scored on the eval split's prices.
+    train_price = np.array([feature_value(r, "price") for r in split_examples(home, "train")], dtype=np.float64)
+    eval_price = np.array([feature_value(r, "price") for r in split_examples(home, "eval")], dtype=np.float64)
+    trivial = np.sqrt(np.mean((eval_price - train_price.mean()) ** 2))
+    assert f"trivial baseline (always {train_price.mean():.4g})" in page.svg_text
+    assert f"{trivial:.4g}" in page.svg_text
+    evaluation = latest_artifact(home, "ModelEvaluation", "Evaluator").custom_properties
+    rmse = evaluation[evaluator_keys.METRIC_PREFIX + "root_mean_squared_error"].double_value
+    assert page.table("Metrics on the eval split").rows[1:] and f"{rmse:.4g}" in page.svg_text
+
+    # ~320 train rows bag five models: each has its own curve, as TensorFlow reads its logs.
+    from pipeline.report import files
+
+    model_run = latest_artifact(home, "ModelRun", "Trainer")
+    curves = files.read_curves(model_run.uri)
+    members = sorted(Path(model_run.uri).glob("member_*"))
+    assert len(members) == 5
+    for member in members:
+        name = f"train, model {member.name.split('_')[1]}"
+        assert [v for _, v in curves["loss"][name]] == pytest.approx(
+            tensorflow_curve(str(member), "train", "epoch_loss"), rel=1e-6)
+    assert {"size", "kind", "price"} <= set(page.table("Data", "data").column("feature"))
