@@ -8,15 +8,21 @@ alone: lineage, run listings and the run summary need no file reads and no TFMA 
 from __future__ import annotations
 
 import dataclasses
+import json
+import logging
 import math
+import os
 from typing import Any
 
 import tensorflow_model_analysis as tfma
 from google.protobuf import json_format
 from tfx import types
 from tfx.components.evaluator import executor as evaluator_executor
+from tfx.dsl.io import fileio
 from tfx.types import artifact_utils
+from tfx.utils import path_utils
 
+from components.reporting_evaluator import insights
 from components.reporting_evaluator.keys import (
     BLESSING_METRIC,
     BOUND_FROM_THRESHOLD,
@@ -24,10 +30,13 @@ from components.reporting_evaluator.keys import (
     CONFUSION_MATRIX,
     CONFUSION_MATRIX_CLASSES,
     DIFF_PREFIX,
+    INSIGHTS_ERROR,
+    INSIGHTS_FILE,
     LOWER_IS_BETTER_CLASSES,
     METRIC_CLASS_NAMES,
     METRIC_NAMES,
     METRIC_PREFIX,
+    PERMUTATION_IMPORTANCE,
     SLICE_METRICS,
     THRESHOLD_KEY,
     TRIVIAL_METRIC,
@@ -75,6 +84,40 @@ class Executor(evaluator_executor.Executor):
             metrics.diff = comparable_changes(metrics.diff, names, class_names(baselines[0]))
         record_metrics(evaluation, metrics, blessing_metric_name(exec_properties["eval_config"], names))
         record_verdict(evaluation, trivial, bound, validation_failures(evaluation.uri))
+        record_insights(evaluation, input_dict, exec_properties, names)
+
+
+def record_insights(evaluation: types.Artifact, input_dict: dict[str, list[types.Artifact]],
+                    exec_properties: dict[str, Any], names: list[str] | None) -> None:
+    """The report's curves, residuals and permutation importance (insights.py), on the eval
+    split through the served signature. They serve the report, not the blessing: a failure
+    here is logged and recorded, and the evaluation stands."""
+    model = input_dict["model"][0]
+    task = _model_text(model, "task")
+    metric = _model_text(model, "blessing_metric")
+    if task is None or metric is None:
+        evaluation.set_string_custom_property(INSIGHTS_ERROR, "the model records no task or blessing metric")
+        return
+    eval_config = tfma.EvalConfig()
+    json_format.Parse(exec_properties["eval_config"], eval_config)
+    splits = json.loads(exec_properties.get("example_splits") or "null") or ["eval"]
+    examples_dir = artifact_utils.get_split_uri(input_dict["examples"], splits[0])
+    try:
+        found = insights.compute(path_utils.serving_model_path(model.uri), examples_dir,
+                                 eval_config.model_specs[0].label_key, task, metric, names)
+    except Exception as err:  # noqa: BLE001 (recorded with its cause; the blessing is unaffected)
+        logging.exception("the report's insights could not be computed")
+        evaluation.set_string_custom_property(INSIGHTS_ERROR, f"{type(err).__name__}: {err}"[:500])
+        return
+    fileio.makedirs(evaluation.uri)
+    with fileio.open(os.path.join(evaluation.uri, INSIGHTS_FILE), "w") as out:
+        out.write(json.dumps(found, allow_nan=False))
+    evaluation.set_string_custom_property(PERMUTATION_IMPORTANCE, json_property(found["importance"]))
+
+
+def _model_text(model: types.Artifact, key: str) -> str | None:
+    name = TRAINING_PREFIX + key
+    return model.get_string_custom_property(name) or None if model.has_custom_property(name) else None
 
 
 @dataclasses.dataclass(frozen=True)

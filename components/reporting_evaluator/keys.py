@@ -60,6 +60,14 @@ VALUE_BOUND = "value_bound"
 VALUE_BOUND_SOURCE = "value_bound_source"
 BOUND_FROM_THRESHOLD, BOUND_FROM_TRIVIAL = "threshold", "trivial baseline"
 VALIDATION_FAILURES = "validation_failures"
+# What the run report shows beyond TFMA's metrics (insights.py): a JSON file in the
+# evaluation's folder with ROC and PR curves and calibration (classifiers) or residuals
+# (regression), and permutation importance; the importance also as a JSON property, a list
+# of {"feature": name, "drop": how much worse the blessing metric got with it shuffled},
+# most important first; and, when they could not be computed, why.
+INSIGHTS_FILE = "insights.json"
+PERMUTATION_IMPORTANCE = "permutation_importance"
+INSIGHTS_ERROR = "insights_error"
 # Which way each blessing metric is better (errors lower, scores higher), and the TFMA metric
 # classes where lower is better.
 HIGHER_IS_BETTER = {"accuracy": True, "auc": True, "rmse": False, "mae": False}

@@ -9,7 +9,7 @@ from __future__ import annotations
 import io
 import itertools
 import re
-from typing import Sequence
+from typing import Any, Sequence
 
 import matplotlib
 
@@ -22,6 +22,7 @@ from matplotlib.figure import Figure  # noqa: E402
 TRAIN_COLOUR, EVAL_COLOUR = "#1f6fb4", "#e07b20"
 SMALL = (3.4, 2.2)  # inches: one feature's chart, four to a row
 WIDE = (6.8, 3.0)
+SQUARE = (3.3, 3.1)
 
 _STYLE = {
     "svg.fonttype": "none",
@@ -160,6 +161,80 @@ def latencies(rows: Sequence[tuple[str, float, float]]) -> str:
         axes.set_xlabel("milliseconds")
         axes.margins(x=0.2)
         axes.legend()
+        return svg(figure)
+
+
+def roc_curves(curves: dict[str, dict[str, list[float]]]) -> str:
+    """ROC curves (binary: of the positive class; multiclass: each class against the rest),
+    the chance diagonal beside them; each named with its area."""
+    with matplotlib.rc_context(_STYLE):
+        figure, axes = pyplot.subplots(figsize=SQUARE)
+        axes.plot([0, 1], [0, 1], color="#9aa5b1", linestyle="--", linewidth=0.8, label="chance")
+        for name, curve in curves.items():
+            axes.plot(curve["fpr"], curve["tpr"], linewidth=1.3, label=f"{_cut(name, 18)} (AUC {curve['auc']:.3f})")
+        axes.set_xlabel("false positive rate")
+        axes.set_ylabel("true positive rate")
+        axes.set_title("ROC")
+        axes.legend(loc="lower right")
+        return svg(figure)
+
+
+def pr_curves(curves: dict[str, dict[str, Any]]) -> str:
+    """Precision against recall, each class's positive share as its no-skill line."""
+    with matplotlib.rc_context(_STYLE):
+        figure, axes = pyplot.subplots(figsize=SQUARE)
+        for name, curve in curves.items():
+            drawn = axes.plot(curve["recall"], curve["precision"], linewidth=1.3,
+                              label=f"{_cut(name, 18)} (AP {curve['average_precision']:.3f})")
+            axes.axhline(curve["positive_share"], color=drawn[0].get_color(), linestyle=":", linewidth=0.8)
+        axes.set_xlabel("recall")
+        axes.set_ylabel("precision")
+        axes.set_ylim(0, 1.02)
+        axes.set_title("precision and recall")
+        axes.legend(loc="lower left")
+        return svg(figure)
+
+
+def calibration(bins: Sequence[dict[str, float]], what: str) -> str:
+    """Predicted probability against how often it came true, per bin, sized by rows; the
+    diagonal is a perfectly calibrated model."""
+    with matplotlib.rc_context(_STYLE):
+        figure, axes = pyplot.subplots(figsize=SQUARE)
+        axes.plot([0, 1], [0, 1], color="#9aa5b1", linestyle="--", linewidth=0.8, label="calibrated")
+        rows = max(b["rows"] for b in bins) if bins else 1
+        axes.plot([b["predicted"] for b in bins], [b["observed"] for b in bins], color=TRAIN_COLOUR, linewidth=1.0)
+        axes.scatter([b["predicted"] for b in bins], [b["observed"] for b in bins],
+                     s=[12 + 120 * b["rows"] / rows for b in bins], color=TRAIN_COLOUR, label="this model", zorder=3)
+        axes.set_xlabel(f"predicted probability ({what})")
+        axes.set_ylabel("observed frequency")
+        axes.set_xlim(0, 1.02)
+        axes.set_ylim(0, 1.02)
+        axes.set_title("calibration")
+        axes.legend(loc="upper left")
+        return svg(figure)
+
+
+def residual_histogram(edges: Sequence[float], counts: Sequence[int]) -> str:
+    with matplotlib.rc_context(_STYLE):
+        figure, axes = pyplot.subplots(figsize=(SQUARE[0] * 1.2, SQUARE[1]))
+        axes.stairs(counts, edges, fill=True, color=TRAIN_COLOUR, alpha=0.7)
+        axes.axvline(0, color="#1d2329", linewidth=0.8)
+        axes.set_xlabel("prediction - label")
+        axes.set_ylabel("rows")
+        axes.set_title("residuals")
+        return svg(figure)
+
+
+def predicted_against_actual(labels: Sequence[float], predictions: Sequence[float]) -> str:
+    with matplotlib.rc_context(_STYLE):
+        figure, axes = pyplot.subplots(figsize=SQUARE)
+        low, high = min(*labels, *predictions), max(*labels, *predictions)
+        axes.plot([low, high], [low, high], color="#9aa5b1", linestyle="--", linewidth=0.8, label="exact")
+        axes.scatter(labels, predictions, s=8, color=TRAIN_COLOUR, alpha=0.6, label="eval rows")
+        axes.set_xlabel("label")
+        axes.set_ylabel("prediction")
+        axes.set_title("prediction against label")
+        axes.legend(loc="upper left")
         return svg(figure)
 
 

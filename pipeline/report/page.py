@@ -11,6 +11,7 @@ import shutil
 import subprocess
 from typing import Any, Iterable, Sequence
 
+from components.reporting_evaluator import keys as evaluator_keys
 from pipeline.provenance import render
 from pipeline.provenance.verdict import short_name
 from pipeline.report import charts
@@ -24,6 +25,7 @@ SECTIONS = (
     ("data", "Data"),
     ("training", "Training"),
     ("evaluation", "Evaluation"),
+    ("importance", "Which features matter"),
     ("serving", "Serving"),
     ("lineage", "Lineage"),
 )
@@ -31,6 +33,8 @@ SECTIONS = (
 THIS_MODEL = "this model, eval split"
 # Features drawn one chart each; a wider table's others are in the statistics table only.
 MAX_FEATURE_CHARTS = 24
+# Features drawn as bars of importance (the table under it lists them all).
+MAX_IMPORTANCE_BARS = 20
 # Seconds Graphviz may take to lay out the lineage graph.
 DOT_TIMEOUT_S = 30
 # The training report's entries shown under "hardware and speed", in this order.
@@ -67,6 +71,7 @@ def render_page(records: RunRecords) -> str:
         _section("data", _data(records)),
         _section("training", _training(records)),
         _section("evaluation", _evaluation(records)),
+        _section("importance", _importance(records)),
         _section("serving", _serving(records)),
         _section("lineage", _lineage(records)),
     ]
@@ -202,7 +207,9 @@ def _training(records: RunRecords) -> str:
                      "<code>turbotfx tune show</code> lists its trials.</p>")
     parts.append("<h3>Training configuration</h3>")
     config = {**lineage["trainer"]["hyperparameters"], **lineage["trainer"]["effective"]}
+    parts.append(f"<details><summary>all {len(config)} knobs the Trainer ran with</summary>")
     parts.append(_table(("knob", "value"), sorted((k, _plain(v)) for k, v in config.items())))
+    parts.append("</details>")
     return "\n".join(parts)
 
 
@@ -225,10 +232,9 @@ def _evaluation(records: RunRecords) -> str:
         if sliced:
             parts.append("<h3>Per slice</h3>")
             parts.append(_charts([charts.bars(f"{metric} per slice", [n for n, _ in sliced], [v for _, v in sliced])]))
+    parts.append(_model_curves(records))
     matrix = summary.confusion_matrix
     if matrix:
-        from components.reporting_evaluator import keys as evaluator_keys
-
         classes = [evaluator_keys.class_text(name) for name in matrix["classes"]]
         if len(matrix["counts"]) > len(classes):
             classes.append("other")
@@ -237,6 +243,49 @@ def _evaluation(records: RunRecords) -> str:
         parts.append(_table(["true \\ predicted", *classes],
                             [[name, *map(str, row)] for name, row in zip(classes, matrix["counts"])],
                             numeric=tuple(range(1, len(classes) + 1))))
+    return "\n".join(parts)
+
+
+def _model_curves(records: RunRecords) -> str:
+    """ROC, PR and calibration of a classifier, or the residuals of a regression."""
+    found = records.insights
+    if found is None:
+        return f'<p class="muted">Curves: not shown, {_e(records.insights_missing or "not recorded")}.</p>'
+    drawn = []
+    if found["task"] == "regression":
+        residuals, scatter = found["residuals"], found["scatter"]
+        drawn.append(charts.residual_histogram(residuals["edges"], residuals["counts"]))
+        drawn.append(charts.predicted_against_actual(scatter["label"], scatter["prediction"]))
+        note = (f"Residuals of {found['rows']:,} eval rows: mean {residuals['mean']:.4g}, "
+                f"standard deviation {residuals['std']:.4g}.")
+    else:
+        if found["roc"]:
+            drawn.append(charts.roc_curves(found["roc"]))
+            drawn.append(charts.pr_curves(found["pr"]))
+        what = "of the positive class" if found["task"] == "binary" else "of the predicted class"
+        drawn.append(charts.calibration(found["calibration"], what))
+        note = (f"On {found['rows']:,} eval rows through the served signature"
+                + ("; each class against the rest." if found["task"] != "binary" else "."))
+    return f"<h3>Curves</h3><p class=\"muted\">{_e(note)}</p>" + _charts(drawn)
+
+
+def _importance(records: RunRecords) -> str:
+    found = records.insights
+    if found is None:
+        return f"<p>Not shown: {_e(records.insights_missing or 'not recorded')}.</p>"
+    ranked = found["importance"]
+    if not ranked:
+        return "<p>The model reads no feature to shuffle.</p>"
+    metric = found["metric"]
+    worse = "lower" if evaluator_keys.HIGHER_IS_BETTER[metric] else "higher"
+    parts = [f'<p class="muted">Permutation importance on {found["rows"]:,} eval rows through the served '
+             f"signature: how much {worse} {_e(metric)} gets when one feature's values are shuffled across "
+             "the rows (one seeded shuffle each; near zero: the model does without it).</p>"]
+    shown = ranked[:MAX_IMPORTANCE_BARS]
+    parts.append(_charts([charts.bars(f"{metric} lost with the feature shuffled", [i["feature"] for i in shown],
+                                      [i["drop"] for i in shown])]))
+    parts.append(_table(("feature", f"{metric} lost"), [(i["feature"], f"{i['drop']:.4f}") for i in ranked],
+                        numeric=(1,)))
     return "\n".join(parts)
 
 

@@ -5,13 +5,15 @@ labels. Everything here is read from records, nothing is recomputed."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 from typing import Any
 
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2 as mlmd_pb
 
-from pipeline.provenance.graph import OUTPUT, RUN_CONTEXT, LineageError, TypeNames
+from components.reporting_evaluator import keys as evaluator_keys
+from pipeline.provenance.graph import OUTPUT, RUN_CONTEXT, LineageError, TypeNames, property_of
 from pipeline.provenance.summary import RunSummary, pipeline_of, summarize
 from pipeline.report import files
 
@@ -30,6 +32,10 @@ class RunRecords:
     anomalies: dict[str, list[tuple[str, str]]] | None  # by split; None: not validated
     curves: dict[str, dict[str, list[tuple[int, float]]]]  # metric -> phase -> (epoch, value)
     labels: dict[str, int]  # the served labels of the model's serving directory ("stable": version)
+    # The Evaluator's curves, residuals and permutation importance (reporting_evaluator/insights.py);
+    # None with why not: not recorded (an older evaluation, no evaluation) or failed.
+    insights: dict[str, Any] | None = None
+    insights_missing: str | None = None
 
 
 def find_run(store: metadata_store.MetadataStore, run_id: str | None = None,
@@ -77,7 +83,22 @@ def collect(store: metadata_store.MetadataStore, run: mlmd_pb.Context, serving_r
     anomalies = files.read_anomalies(outputs["ExampleAnomalies"].uri) if "ExampleAnomalies" in outputs else None
     curves = files.read_curves(outputs["ModelRun"].uri) if "ModelRun" in outputs else {}
     labels = _labels(serving_root, summary.model_name) if serving_root and summary.model_name else {}
-    return RunRecords(summary, found, statistics, anomalies, curves, labels)
+    records = RunRecords(summary, found, statistics, anomalies, curves, labels)
+    if "ModelEvaluation" in outputs:
+        records.insights, records.insights_missing = _insights(outputs["ModelEvaluation"])
+    else:
+        records.insights_missing = "the model was not evaluated in this run"
+    return records
+
+
+def _insights(evaluation: mlmd_pb.Artifact) -> tuple[dict[str, Any] | None, str | None]:
+    error = property_of(evaluation, evaluator_keys.INSIGHTS_ERROR)
+    if error:
+        return None, f"the Evaluator could not compute them: {error}"
+    path = Path(evaluation.uri) / evaluator_keys.INSIGHTS_FILE
+    if not path.exists():
+        return None, "this evaluation records none (it was made before the Evaluator computed them)"
+    return json.loads(path.read_text()), None
 
 
 def _outputs_of(store: metadata_store.MetadataStore, types: TypeNames, run: mlmd_pb.Context) -> dict[str, mlmd_pb.Artifact]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import hashlib
+import json
 import re
 from pathlib import Path
 
@@ -18,15 +19,16 @@ import pytest
 import tensorflow as tf
 
 from components.reporting_evaluator import keys as evaluator_keys
+from components.reporting_trainer.keys import from_json_property
 from components.serving_check import keys as check_keys
 from pipeline import datasets
 from tests.conftest import turbotfx
-from tests.e2e.test_yardsticks import feature_value, latest_artifact, split_examples
+from tests.e2e.test_yardsticks import feature_value, latest_artifact, predict, split_examples
 from tests.report_page import Page, read_page
 
 pytestmark = pytest.mark.e2e
 
-HEADINGS = ["Summary", "Dataset", "Data", "Training", "Evaluation", "Serving", "Lineage"]
+HEADINGS = ["Summary", "Dataset", "Data", "Training", "Evaluation", "Which features matter", "Serving", "Lineage"]
 PENGUIN_CLASSES = {"Adelie", "Chinstrap", "Gentoo"}
 
 
@@ -94,6 +96,13 @@ def test_a_penguins_run_writes_a_report_with_what_a_person_looks_for(first_run):
     assert "loss" in page.svg_text and "accuracy" in page.svg_text
     knobs = page.table("Training configuration").as_dict()
     assert knobs["epochs"] == "5"  # FAST_RUN_ARGS
+
+    # Which features matter: every feature, with the drop MLMD recorded for it.
+    importance = {row[0]: row[1] for row in page.table("Which features matter").rows[1:]}
+    recorded_drops = from_json_property(evaluation[evaluator_keys.PERMUTATION_IMPORTANCE].string_value)
+    assert set(importance) == set(csv.columns) - {"species"}
+    assert importance == {item["feature"]: f"{item['drop']:.4f}" for item in recorded_drops}
+    assert {"ROC", "precision and recall", "calibration"} <= set(page.svg_text)
 
     # Serving: the check's latencies as the InfraBlessing holds them, the version, the labels.
     blessing = latest_artifact(first_run.home, "InfraBlessing", "ServingCheck").custom_properties
@@ -188,9 +197,18 @@ def test_a_regression_report_shows_its_yardsticks_and_each_bagged_models_curves(
     trivial = np.sqrt(np.mean((eval_price - train_price.mean()) ** 2))
     assert f"trivial baseline (always {train_price.mean():.4g})" in page.svg_text
     assert f"{trivial:.4g}" in page.svg_text
-    evaluation = latest_artifact(home, "ModelEvaluation", "Evaluator").custom_properties
+    evaluation = evaluation_artifact(home).custom_properties
     rmse = evaluation[evaluator_keys.METRIC_PREFIX + "root_mean_squared_error"].double_value
     assert page.table("Metrics on the eval split").rows[1:] and f"{rmse:.4g}" in page.svg_text
+
+    # Residuals: every eval row counted; their mean as the served model's predictions give it.
+    insights = json.loads((Path(evaluation_artifact(home).uri) / evaluator_keys.INSIGHTS_FILE).read_text())
+    eval_rows = split_examples(home, "eval")
+    assert sum(insights["residuals"]["counts"]) == len(eval_rows)
+    predicted = predict(home, eval_rows)["prediction"].ravel()
+    assert insights["residuals"]["mean"] == pytest.approx(float(np.mean(predicted - eval_price)), rel=1e-4, abs=1e-3)
+    assert {"residuals", "prediction against label"} <= set(page.svg_text)
+    assert set(page.table("Which features matter").column("feature")) == {"size", "kind"}
 
     # ~320 train rows bag five models: each has its own curve, as TensorFlow reads its logs.
     from pipeline.report import files
@@ -204,3 +222,42 @@ def test_a_regression_report_shows_its_yardsticks_and_each_bagged_models_curves(
         assert [v for _, v in curves["loss"][name]] == pytest.approx(
             tensorflow_curve(str(member), "train", "epoch_loss"), rel=1e-6)
     assert {"size", "kind", "price"} <= set(page.table("Data", "data").column("feature"))
+
+
+def evaluation_artifact(home: Path):
+    return latest_artifact(home, "ModelEvaluation", "Evaluator")
+
+
+def test_a_binary_report_ranks_the_feature_the_label_depends_on_and_draws_its_curves(tmp_path):
+    """A label made from one feature, beside a feature of pure noise: shuffling the first must
+    cost AUC, shuffling the second next to nothing; the ROC's area is TFMA's AUC."""
+    rows = 600
+    rng = np.random.default_rng(11)
+    signal, noise = rng.normal(size=rows).round(4), rng.normal(size=rows).round(4)
+    label = np.where(signal + rng.normal(scale=0.5, size=rows) > 0, "yes", "no")
+    data_root = tmp_path / "data"
+    data_root.mkdir()
+    pd.DataFrame({"signal": signal, "noise": noise, "bought": label}).to_csv(data_root / "buyers.csv", index=False)
+    home, dataset_file = tmp_path / "ws", tmp_path / "buyers.toml"
+    init = turbotfx("init", "--data-root", str(data_root), "--label", "bought", "--output", str(dataset_file),
+                    home=home)
+    assert init.exit_code == 0, init.output
+    run = turbotfx("run", "--dataset", str(dataset_file), "--epochs", "10", home=home)
+    assert run.exit_code == 0, run.output
+    page = read_page(report_of(run.stdout))
+    assert [h for h in page.headings if h in HEADINGS] == HEADINGS
+
+    drops = {row[0]: float(row[1]) for row in page.table("Which features matter").rows[1:]}
+    assert drops["signal"] > 0.15 and abs(drops["noise"]) < 0.03, drops
+    assert page.table("Which features matter").column("feature")[0] == "signal"
+
+    evaluation = evaluation_artifact(home)
+    insights = json.loads((Path(evaluation.uri) / evaluator_keys.INSIGHTS_FILE).read_text())
+    tfma_auc = evaluation.custom_properties[evaluator_keys.METRIC_PREFIX + "auc[yes]"].double_value
+    [(positive, roc)] = insights["roc"].items()
+    assert positive == "yes" and roc["auc"] == pytest.approx(tfma_auc, abs=5e-3)
+    eval_rows = split_examples(home, "eval")
+    assert sum(b["rows"] for b in insights["calibration"]) == len(eval_rows)
+    positives = sum(feature_value(r, "bought") == "yes" for r in eval_rows)
+    assert insights["pr"]["yes"]["positive_share"] == pytest.approx(positives / len(eval_rows))
+    assert {"ROC", "precision and recall", "calibration"} <= set(page.svg_text)
