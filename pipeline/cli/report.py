@@ -20,6 +20,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     which.add_argument("--run", dest="run_id", metavar="ID", help="a run by its id (`turbotfx runs`; default: "
                                                                   "the newest run)")
     which.add_argument("--model-version", help="the run that trained this pushed serving version")
+    which.add_argument("--diff", nargs=2, type=int, metavar=("A", "B"),
+                       help="two models side by side: model artifact ids (`turbotfx runs`), or serving "
+                            "versions with --versions")
+    report.add_argument("--versions", action="store_true", help="with --diff: A and B are serving versions")
     report.add_argument("--output", type=Path, help="where to write the page (default: "
                                                     "reports/<pipeline>/<run>.html in the workspace)")
     report.add_argument("--open", action="store_true", help="open the page in the default web browser")
@@ -33,14 +37,24 @@ def handle(args: argparse.Namespace) -> int:
     if args.pipeline_name:
         config = dataclasses.replace(config, pipeline_name=args.pipeline_name)
     store = cli_args.store_from_args(args, config)
+    if args.diff:
+        from pipeline.provenance import lineage
+
+        first, second = (lineage.find_model(store, **({"model_version": str(reference)} if args.versions
+                                                      else {"artifact_id": reference})) for reference in args.diff)
+        target = args.output or write.diff_path(config.reports_dir, first.id, second.id)
+        return _done(write.write_diff(store, first, second, target), args.open)
     run = records.find_run(store, run_id=args.run_id, model_version=args.model_version,
                            pipeline_name=args.pipeline_name)
     target = args.output or write.report_path(config.reports_dir, run.name)
     # Labels are the workspace's; a store elsewhere (--metadata-url) may not be this workspace's runs.
     serving_root = config.serving_dir.parent if not args.metadata_url else None
-    write.write_report(store, run, target, serving_root)
+    return _done(write.write_report(store, run, target, serving_root), args.open)
+
+
+def _done(target: Path, open_it: bool) -> int:
     print(target)
-    if args.open and not webbrowser.open(target.resolve().as_uri()):
+    if open_it and not webbrowser.open(target.resolve().as_uri()):
         print(f"turbotfx: no web browser to open it with here; open {target} where there is one")
     return 0
 

@@ -125,6 +125,25 @@ def bars(title: str, names: Sequence[str], values: Sequence[float], highlight: i
         return svg(figure)
 
 
+def paired_bars(title: str, names: Sequence[str], pair: tuple[str, str],
+                values: tuple[Sequence[float | None], Sequence[float | None]]) -> str:
+    """Two models' values side by side per name (a missing value draws no bar)."""
+    with matplotlib.rc_context(_STYLE):
+        figure, axes = pyplot.subplots(figsize=(WIDE[0], max(1.6, 0.5 * len(names) + 0.8)))
+        for number, (label, series, colour) in enumerate(zip(pair, values, (EVAL_COLOUR, TRAIN_COLOUR))):
+            positions = [i + (number - 0.5) * 0.4 for i in range(len(names))]
+            drawn = axes.barh(positions, [v if v is not None else 0.0 for v in series], height=0.4,
+                              color=colour, label=label)
+            axes.bar_label(drawn, labels=["" if v is None else f"{v:.4g}" for v in series], padding=3)
+        axes.set_yticks(range(len(names)), [_cut(n, 40) for n in names])
+        axes.invert_yaxis()
+        axes.set_title(title)
+        axes.margins(x=0.15)
+        # Beside the bars, never over them.
+        axes.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
+        return svg(figure)
+
+
 def confusion_matrix(classes: Sequence[str], counts: Sequence[Sequence[int]]) -> str:
     """Rows are true labels, columns predictions, each cell its count; shaded by the share of
     its row, so a rare class's mistakes show as plainly as a common one's."""

@@ -4,17 +4,15 @@ a mail attachment or a CI artifact, as it is."""
 
 from __future__ import annotations
 
-import html
-import json
 import math
 import shutil
 import subprocess
-from typing import Any, Iterable, Sequence
 
 from components.reporting_evaluator import keys as evaluator_keys
 from pipeline.provenance import render
 from pipeline.provenance.verdict import short_name
 from pipeline.report import charts
+from pipeline.report.markup import chart_row, document, escaped, number, plain, section, table
 from pipeline.report.records import RunRecords
 from serving.contract import LATENCY_BATCH_SIZES, latency_key
 
@@ -41,20 +39,6 @@ DOT_TIMEOUT_S = 30
 SPEED_KEYS = ("strategy", "replicas", "precision", "xla", "tf_version", "epochs_run", "best_epoch",
               "stopped_early", "train_steps", "examples_per_second", "fit_wall_s", "export_wall_s")
 
-_STYLESHEET = """
-body { font: 14px/1.45 sans-serif; color: #1d2329; margin: 0 auto; max-width: 1100px; padding: 0 24px 48px; }
-h1 { font-size: 22px; margin: 24px 0 4px; } h2 { font-size: 18px; border-bottom: 1px solid #d8dee4;
-padding-bottom: 4px; margin-top: 36px; } h3 { font-size: 15px; margin: 20px 0 6px; }
-nav a { margin-right: 14px; } .muted { color: #5b6672; }
-table { border-collapse: collapse; margin: 6px 0 12px; } td, th { padding: 3px 10px; text-align: left;
-border-bottom: 1px solid #eef1f4; vertical-align: top; } th { background: #f5f7f9; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; }
-.facts { display: grid; grid-template-columns: repeat(auto-fill, minmax(200px, 1fr)); gap: 10px; margin: 14px 0; }
-.fact { border: 1px solid #d8dee4; border-radius: 6px; padding: 8px 12px; }
-.fact b { display: block; font-size: 18px; } .good { color: #1a7f37; } .bad { color: #cf222e; }
-.charts { display: flex; flex-wrap: wrap; gap: 8px; } figure.chart { margin: 0; } .chart svg { max-width: 100%; height: auto; }
-code, pre { font-family: monospace; font-size: 12px; } pre { background: #f5f7f9; padding: 8px; overflow-x: auto; }
-"""
 
 
 def render_page(records: RunRecords) -> str:
@@ -62,10 +46,10 @@ def render_page(records: RunRecords) -> str:
     summary = records.summary
     title = f"turbotfx run {summary.run_id}"
     body = [
-        f"<h1>{_e(title)}</h1>",
-        f'<p class="muted">pipeline {_e(summary.pipeline or "?")} · model {_e(summary.model_name or "?")} · '
-        f"{_e(summary.status)}</p>",
-        "<nav>" + "".join(f'<a href="#{anchor}">{_e(heading)}</a>' for anchor, heading in SECTIONS) + "</nav>",
+        f"<h1>{escaped(title)}</h1>",
+        f'<p class="muted">pipeline {escaped(summary.pipeline or "?")} · model {escaped(summary.model_name or "?")} · '
+        f"{escaped(summary.status)}</p>",
+        "<nav>" + "".join(f'<a href="#{anchor}">{escaped(heading)}</a>' for anchor, heading in SECTIONS) + "</nav>",
         _section("summary", _summary(records)),
         _section("dataset", _dataset(records)),
         _section("data", _data(records)),
@@ -75,14 +59,11 @@ def render_page(records: RunRecords) -> str:
         _section("serving", _serving(records)),
         _section("lineage", _lineage(records)),
     ]
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>{_e(title)}</title><style>{_STYLESHEET}</style></head><body>\n"
-            + "\n".join(body) + "\n</body></html>\n")
+    return document(title, body)
 
 
 def _section(anchor: str, content: str) -> str:
-    heading = dict(SECTIONS)[anchor]
-    return f'<section id="{anchor}"><h2>{_e(heading)}</h2>\n{content}\n</section>'
+    return section(anchor, dict(SECTIONS)[anchor], content)
 
 
 # --- sections -----------------------------------------------------------------------------
@@ -94,29 +75,29 @@ def _summary(records: RunRecords) -> str:
     metric = summary.blessing_metric
     blessed = {True: ('<b class="good">yes</b>'), False: '<b class="bad">no</b>', None: "<b>not evaluated</b>"}
     facts = [
-        ("status", f"<b>{_e(summary.status)}</b>"),
-        (f"{metric} (eval split)" if metric else "blessing metric", f"<b>{_number(value)}</b>"),
+        ("status", f"<b>{escaped(summary.status)}</b>"),
+        (f"{metric} (eval split)" if metric else "blessing metric", f"<b>{number(value)}</b>"),
         ("blessed", blessed[summary.blessed]),
-        ("pushed version", f"<b>{_e(summary.pushed_version or 'nothing')}</b>"),
-        ("model artifact", f"<b>{_e(summary.model_id if summary.model_id is not None else 'none')}</b>"),
+        ("pushed version", f"<b>{escaped(summary.pushed_version or 'nothing')}</b>"),
+        ("model artifact", f"<b>{escaped(summary.model_id if summary.model_id is not None else 'none')}</b>"),
         ("duration", f"<b>{(summary.end_ms - summary.start_ms) / 1000:.1f} s</b>"),
     ]
-    parts = ['<div class="facts">' + "".join(f'<div class="fact">{_e(name)}{shown}</div>' for name, shown in facts)
+    parts = ['<div class="facts">' + "".join(f'<div class="fact">{escaped(name)}{shown}</div>' for name, shown in facts)
              + "</div>"]
     if summary.blessed is False:
         reasons = summary.verdict.reasons(value)
-        parts.append("<p>Not blessed: " + _e("; ".join(reasons) or "see the log") + "</p>")
+        parts.append("<p>Not blessed: " + escaped("; ".join(reasons) or "see the log") + "</p>")
     failed = summary.failed_component()
     if failed:
-        parts.append(f'<p class="bad">{_e(failed)} failed: see logs/turbotfx.log</p>')
+        parts.append(f'<p class="bad">{escaped(failed)} failed: see logs/turbotfx.log</p>')
     yardsticks = _yardsticks(records)
     if yardsticks and metric:
         names, values = zip(*yardsticks)
         better = "higher is better" if summary.verdict.higher_is_better else "lower is better"
-        parts.append(_charts([charts.bars(f"{short_name(metric)} against its yardsticks ({better})", names, values,
+        parts.append(chart_row([charts.bars(f"{short_name(metric)} against its yardsticks ({better})", names, values,
                                           highlight=names.index(THIS_MODEL) if THIS_MODEL in names else None)]))
     parts.append("<details><summary>components</summary>")
-    parts.append(_table(("component", "state", "seconds"),
+    parts.append(table(("component", "state", "seconds"),
                         [(c.node_id, c.state, f"{c.seconds:.1f}") for c in summary.components], numeric=(2,)))
     parts.append("</details>")
     return "\n".join(parts)
@@ -128,11 +109,11 @@ def _dataset(records: RunRecords) -> str:
         return "<p>No model was trained in this run, so no dataset file is recorded.</p>"
     rows = [("dataset file", dataset.get("file") or "(built in)"),
             ("content hash (sha256, first 16 digits)", dataset.get("fingerprint") or "?")]
-    rows += [(key, _plain(dataset[key])) for key in ("name", "task", "label") if dataset.get(key) is not None]
-    parts = [_table(("", ""), rows)]
+    rows += [(key, plain(dataset[key])) for key in ("name", "task", "label") if dataset.get(key) is not None]
+    parts = [table(("", ""), rows)]
     text = dataset.get("text")
     if text:
-        parts.append(f"<details><summary>the dataset file</summary><pre>{_e(text)}</pre></details>")
+        parts.append(f"<details><summary>the dataset file</summary><pre>{escaped(text)}</pre></details>")
     return "\n".join(parts)
 
 
@@ -140,7 +121,7 @@ def _data(records: RunRecords) -> str:
     if not records.statistics:
         return "<p>No statistics were recorded in this run.</p>"
     splits = list(records.statistics)
-    parts = ["<p>" + ", ".join(f"{_e(split)}: {records.statistics[split].rows:,} rows" for split in splits) + "</p>"]
+    parts = ["<p>" + ", ".join(f"{escaped(split)}: {records.statistics[split].rows:,} rows" for split in splits) + "</p>"]
     names = sorted({name for split in splits for name in records.statistics[split].features})
     label = ((records.lineage or {}).get("dataset") or {}).get("label")
     header = ["feature", "kind"] + [f"missing ({s})" for s in splits] + [f"mean or top value ({s})" for s in splits]
@@ -151,7 +132,7 @@ def _data(records: RunRecords) -> str:
         rows.append([name, known.kind + (" (label)" if name == label else "")]
                     + [_share(f.missing_share) if f else "–" for f in in_splits]
                     + [_centre(f) if f else "–" for f in in_splits])
-    parts.append(_table(header, rows, numeric=tuple(range(2, 2 + len(splits)))))
+    parts.append(table(header, rows, numeric=tuple(range(2, 2 + len(splits)))))
     drawn = []
     for name in names[:MAX_FEATURE_CHARTS]:
         per_split = {s: records.statistics[s].features[name] for s in splits if name in records.statistics[s].features}
@@ -160,7 +141,7 @@ def _data(records: RunRecords) -> str:
             drawn.append(charts.numeric_histograms(name, {s: f.bins for s, f in per_split.items()}))
         else:
             drawn.append(charts.top_values(name, {s: f.top_values for s, f in per_split.items()}))
-    parts.append(_charts(drawn))
+    parts.append(chart_row(drawn))
     if len(names) > MAX_FEATURE_CHARTS:
         parts.append(f'<p class="muted">Charts for the first {MAX_FEATURE_CHARTS} of {len(names)} features; '
                      "the table above has them all.</p>")
@@ -179,9 +160,9 @@ def _anomalies(records: RunRecords) -> str:
         decided = (" The gate let the run go on." if gate.state in ("COMPLETE", "CACHED")
                    else f" The gate stopped the run ({gate.state}).")
     if not found:
-        return f"<p>None: every split matches the schema.{_e(decided)}</p>"
-    return (f"<p>{len(found)} found.{_e(decided)}</p>"
-            + _table(("split", "feature", "what is wrong"), found))
+        return f"<p>None: every split matches the schema.{escaped(decided)}</p>"
+    return (f"<p>{len(found)} found.{escaped(decided)}</p>"
+            + table(("split", "feature", "what is wrong"), found))
 
 
 def _training(records: RunRecords) -> str:
@@ -194,21 +175,21 @@ def _training(records: RunRecords) -> str:
         parts.append("<h3>Learning curves</h3>")
         parts.append('<p class="muted">Per epoch, from the Trainer\'s TensorBoard logs: the train split '
                      "against the validation slice held out of it.</p>")
-        parts.append(_charts([charts.learning_curves(metric, phases) for metric, phases in records.curves.items()]))
+        parts.append(chart_row([charts.learning_curves(metric, phases) for metric, phases in records.curves.items()]))
     elif report.get("model_family") == "gbt":
         parts.append("<p>A gradient-boosted trees model: trained in one pass, no epochs to plot.</p>")
     parts.append("<h3>Hardware and speed</h3>")
-    parts.append(_table(("", ""), [(key, _plain(report[key])) for key in SPEED_KEYS if key in report]))
+    parts.append(table(("", ""), [(key, plain(report[key])) for key in SPEED_KEYS if key in report]))
     if records.summary.tuning:
         tuning = records.summary.tuning
         how = "reused" if tuning.get("reused") else "made in this run"
         parts.append(f"<h3>Tuning</h3><p>Tuning result {tuning['id']} ({how}): {tuning.get('trials')} trials; "
-                     f"the best scored {_number(tuning.get('best_score'))} ({_e(tuning.get('objective') or '')}). "
+                     f"the best scored {number(tuning.get('best_score'))} ({escaped(tuning.get('objective') or '')}). "
                      "<code>turbotfx tune show</code> lists its trials.</p>")
     parts.append("<h3>Training configuration</h3>")
     config = {**lineage["trainer"]["hyperparameters"], **lineage["trainer"]["effective"]}
     parts.append(f"<details><summary>all {len(config)} knobs the Trainer ran with</summary>")
-    parts.append(_table(("knob", "value"), sorted((k, _plain(v)) for k, v in config.items())))
+    parts.append(table(("knob", "value"), sorted((k, plain(v)) for k, v in config.items())))
     parts.append("</details>")
     return "\n".join(parts)
 
@@ -222,16 +203,16 @@ def _evaluation(records: RunRecords) -> str:
     value = summary.blessing_value
     parts = []
     if value is not None and verdict.value_bound is not None:
-        parts.append(f"<p>Blessing bound: {_number(verdict.value_bound)} ({_e(verdict.bound_source or '')}).</p>")
+        parts.append(f"<p>Blessing bound: {number(verdict.value_bound)} ({escaped(verdict.bound_source or '')}).</p>")
     parts.append("<h3>Metrics on the eval split</h3>")
-    rows = [(name, _number(v), _number(summary.metric_changes.get(name))) for name, v in sorted(summary.metrics.items())]
+    rows = [(name, number(v), number(summary.metric_changes.get(name))) for name, v in sorted(summary.metrics.items())]
     rows += [(name, f"n/a ({reason})", "") for name, reason in sorted(summary.undefined_metrics.items())]
-    parts.append(_table(("metric", "value", "change against the served baseline"), rows, numeric=(1, 2)))
+    parts.append(table(("metric", "value", "change against the served baseline"), rows, numeric=(1, 2)))
     if summary.slice_metrics and metric:
         sliced = [(name, values[metric]) for name, values in sorted(summary.slice_metrics.items()) if metric in values]
         if sliced:
             parts.append("<h3>Per slice</h3>")
-            parts.append(_charts([charts.bars(f"{metric} per slice", [n for n, _ in sliced], [v for _, v in sliced])]))
+            parts.append(chart_row([charts.bars(f"{metric} per slice", [n for n, _ in sliced], [v for _, v in sliced])]))
     parts.append(_model_curves(records))
     matrix = summary.confusion_matrix
     if matrix:
@@ -239,8 +220,8 @@ def _evaluation(records: RunRecords) -> str:
         if len(matrix["counts"]) > len(classes):
             classes.append("other")
         parts.append("<h3>Confusion matrix</h3>")
-        parts.append(_charts([charts.confusion_matrix(classes, matrix["counts"])]))
-        parts.append(_table(["true \\ predicted", *classes],
+        parts.append(chart_row([charts.confusion_matrix(classes, matrix["counts"])]))
+        parts.append(table(["true \\ predicted", *classes],
                             [[name, *map(str, row)] for name, row in zip(classes, matrix["counts"])],
                             numeric=tuple(range(1, len(classes) + 1))))
     return "\n".join(parts)
@@ -250,7 +231,7 @@ def _model_curves(records: RunRecords) -> str:
     """ROC, PR and calibration of a classifier, or the residuals of a regression."""
     found = records.insights
     if found is None:
-        return f'<p class="muted">Curves: not shown, {_e(records.insights_missing or "not recorded")}.</p>'
+        return f'<p class="muted">Curves: not shown, {escaped(records.insights_missing or "not recorded")}.</p>'
     drawn = []
     if found["task"] == "regression":
         residuals, scatter = found["residuals"], found["scatter"]
@@ -266,25 +247,25 @@ def _model_curves(records: RunRecords) -> str:
         drawn.append(charts.calibration(found["calibration"], what))
         note = (f"On {found['rows']:,} eval rows through the served signature"
                 + ("; each class against the rest." if found["task"] != "binary" else "."))
-    return f"<h3>Curves</h3><p class=\"muted\">{_e(note)}</p>" + _charts(drawn)
+    return f"<h3>Curves</h3><p class=\"muted\">{escaped(note)}</p>" + chart_row(drawn)
 
 
 def _importance(records: RunRecords) -> str:
     found = records.insights
     if found is None:
-        return f"<p>Not shown: {_e(records.insights_missing or 'not recorded')}.</p>"
+        return f"<p>Not shown: {escaped(records.insights_missing or 'not recorded')}.</p>"
     ranked = found["importance"]
     if not ranked:
         return "<p>The model reads no feature to shuffle.</p>"
     metric = found["metric"]
     worse = "lower" if evaluator_keys.HIGHER_IS_BETTER[metric] else "higher"
     parts = [f'<p class="muted">Permutation importance on {found["rows"]:,} eval rows through the served '
-             f"signature: how much {worse} {_e(metric)} gets when one feature's values are shuffled across "
+             f"signature: how much {worse} {escaped(metric)} gets when one feature's values are shuffled across "
              "the rows (one seeded shuffle each; near zero: the model does without it).</p>"]
     shown = ranked[:MAX_IMPORTANCE_BARS]
-    parts.append(_charts([charts.bars(f"{metric} lost with the feature shuffled", [i["feature"] for i in shown],
+    parts.append(chart_row([charts.bars(f"{metric} lost with the feature shuffled", [i["feature"] for i in shown],
                                       [i["drop"] for i in shown])]))
-    parts.append(_table(("feature", f"{metric} lost"), [(i["feature"], f"{i['drop']:.4f}") for i in ranked],
+    parts.append(table(("feature", f"{metric} lost"), [(i["feature"], f"{i['drop']:.4f}") for i in ranked],
                         numeric=(1,)))
     return "\n".join(parts)
 
@@ -313,7 +294,7 @@ def _serving(records: RunRecords) -> str:
     if check is None:
         parts.append("<p>The serving check did not run.</p>")
     elif not check["passed"]:
-        parts.append('<p class="bad">The serving check failed: ' + _e("; ".join(check["problems"] or ["see the log"]))
+        parts.append('<p class="bad">The serving check failed: ' + escaped("; ".join(check["problems"] or ["see the log"]))
                      + "</p>")
     else:
         parts.append('<p class="good">The serving check passed: the exported model loaded in a fresh process and '
@@ -321,10 +302,10 @@ def _serving(records: RunRecords) -> str:
         rows = [(f"batch {b}", check[latency_key(50, b)], check[latency_key(99, b)]) for b in LATENCY_BATCH_SIZES
                 if latency_key(50, b) in check and latency_key(99, b) in check]
         if rows:
-            parts.append(_charts([charts.latencies(rows)]))
+            parts.append(chart_row([charts.latencies(rows)]))
     pushed = [("pushed version", summary.pushed_version or "nothing"), ("pushed to", summary.pushed_path or "–")]
     pushed += [(f"label {label}", str(version)) for label, version in sorted(records.labels.items())]
-    parts.append(_table(("", ""), pushed))
+    parts.append(table(("", ""), pushed))
     return "\n".join(parts)
 
 
@@ -337,7 +318,7 @@ def _lineage(records: RunRecords) -> str:
              "<code>turbotfx lineage --format dot</code> prints the same graph.</p>")
     if drawn is None:
         return (intro + "<p>Graphviz's <code>dot</code> is not installed here, so the graph is not drawn; "
-                f"its source:</p><pre>{_e(dot_source)}</pre>")
+                f"its source:</p><pre>{escaped(dot_source)}</pre>")
     return intro + f'<div class="chart">{drawn}</div>'
 
 
@@ -355,17 +336,6 @@ def _graphviz_svg(dot_source: str) -> str | None:
 # --- pieces -------------------------------------------------------------------------------
 
 
-def _table(header: Sequence[str], rows: Iterable[Sequence[Any]], numeric: Sequence[int] = ()) -> str:
-    head = "" if not any(header) else "<tr>" + "".join(f"<th>{_e(h)}</th>" for h in header) + "</tr>"
-    body = "".join("<tr>" + "".join(f'<td class="num">{_e(c)}</td>' if i in numeric else f"<td>{_e(c)}</td>"
-                                    for i, c in enumerate(row)) + "</tr>" for row in rows)
-    return f"<table>{head}{body}</table>"
-
-
-def _charts(svgs: Sequence[str]) -> str:
-    return '<div class="charts">' + "".join(f'<figure class="chart">{s}</figure>' for s in svgs) + "</div>"
-
-
 def _centre(feature) -> str:
     if feature.kind == "numeric":
         return f"{feature.mean:.4g} ± {feature.std:.3g}" if feature.mean is not None else "–"
@@ -377,19 +347,3 @@ def _centre(feature) -> str:
 
 def _share(share: float) -> str:
     return f"{share:.1%}"
-
-
-def _number(value: Any) -> str:
-    if value is None:
-        return "–"
-    if isinstance(value, float):
-        return f"{value:.4f}" if math.isfinite(value) else "n/a"
-    return str(value)
-
-
-def _plain(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value)
-
-
-def _e(value: Any) -> str:
-    return html.escape(str(value))

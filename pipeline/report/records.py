@@ -45,10 +45,7 @@ def find_run(store: metadata_store.MetadataStore, run_id: str | None = None,
     from pipeline.provenance import lineage
 
     if model_version is not None:
-        model = lineage.find_model(store, model_version=model_version)
-        run_id = lineage.model_lineage(store, model)["pipeline"]["run_id"]
-        if run_id is None:
-            raise LineageError(f"the model of version {model_version} has no recorded run")
+        return run_of_model(store, lineage.find_model(store, model_version=model_version))
     if run_id is not None:
         run = store.get_context_by_type_and_name(RUN_CONTEXT, run_id)
         if run is None:
@@ -60,6 +57,16 @@ def find_run(store: metadata_store.MetadataStore, run_id: str | None = None,
     if not runs:
         raise LineageError("no run is recorded in this metadata store yet; run the pipeline first (`turbotfx run`)")
     return max(runs, key=lambda c: c.id)
+
+
+def run_of_model(store: metadata_store.MetadataStore, model: mlmd_pb.Artifact) -> mlmd_pb.Context:
+    """The run whose Trainer trained the model."""
+    from pipeline.provenance import lineage
+
+    run_id = lineage.model_lineage(store, model)["pipeline"]["run_id"]
+    if run_id is None:
+        raise LineageError(f"model {model.id} has no recorded run")
+    return find_run(store, run_id=run_id)
 
 
 def collect(store: metadata_store.MetadataStore, run: mlmd_pb.Context, serving_root: Path | None = None) -> RunRecords:

@@ -9,7 +9,7 @@ from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2 as mlmd_pb
 
 from pipeline.atomic import atomic_path
-from pipeline.report import page, records
+from pipeline.report import diff_page, page, records
 
 
 def report_path(reports_dir: Path, run_id: str) -> Path:
@@ -18,10 +18,28 @@ def report_path(reports_dir: Path, run_id: str) -> Path:
     return reports_dir / (re.sub(r"[^A-Za-z0-9._-]", "-", run_id) + ".html")
 
 
+def diff_path(reports_dir: Path, model_a: int, model_b: int) -> Path:
+    """reports/<pipeline>/diff-<A>-<B>.html, by model artifact ids."""
+    return reports_dir / f"diff-{model_a}-{model_b}.html"
+
+
 def write_report(store: metadata_store.MetadataStore, run: mlmd_pb.Context, target: Path,
                  serving_root: Path | None = None) -> Path:
     """Renders the run's report into target (replaced whole); returns target."""
-    text = page.render_page(records.collect(store, run, serving_root))
+    return _write(target, page.render_page(records.collect(store, run, serving_root)))
+
+
+def write_diff(store: metadata_store.MetadataStore, model_a: mlmd_pb.Artifact, model_b: mlmd_pb.Artifact,
+               target: Path) -> Path:
+    """Renders the page comparing two models into target (replaced whole); returns target."""
+    from pipeline.provenance import diff, lineage
+
+    first, second = (records.collect(store, records.run_of_model(store, model)) for model in (model_a, model_b))
+    changes = diff.diff_models(lineage.model_lineage(store, model_a), lineage.model_lineage(store, model_b))
+    return _write(target, diff_page.render_diff(first, second, changes))
+
+
+def _write(target: Path, text: str) -> Path:
     with atomic_path(target) as tmp:
         Path(tmp).write_text(text, encoding="utf-8")
     return target

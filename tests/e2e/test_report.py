@@ -25,6 +25,7 @@ from pipeline import datasets
 from tests.conftest import turbotfx
 from tests.e2e.test_yardsticks import feature_value, latest_artifact, predict, split_examples
 from tests.report_page import Page, read_page
+from trainer_module.config import TrainingConfig
 
 pytestmark = pytest.mark.e2e
 
@@ -155,6 +156,30 @@ def test_report_command_renders_a_chosen_run_and_names_bad_input_in_one_line(fir
     by_id = turbotfx("report", "--run", run_id, home=home)
     assert by_id.exit_code == 0 and Path(by_id.stdout.strip()) == first_page, by_id.output
 
+    # --diff: the two models side by side, each metric as MLMD recorded it on its evaluation.
+    runs = json.loads(turbotfx("runs", "--format", "json", home=home).stdout)
+    first_model, second_model = runs[1]["model_id"], runs[0]["model_id"]
+    compared = turbotfx("report", "--diff", str(first_model), str(second_model), home=home)
+    assert compared.exit_code == 0, compared.output
+    assert Path(compared.stdout.strip()) == home / "reports" / "turbotfx" / f"diff-{first_model}-{second_model}.html"
+    diff = read_page(Path(compared.stdout.strip()))
+    assert diff.headings[:2] == ["Summary", "What differs"]
+    changed = {row[0]: row[1:] for row in diff.table("hyperparameters").rows[1:]}
+    default_rate = TrainingConfig().learning_rate  # FAST_RUN_ARGS leave it; the second run set 1e-6
+    assert changed["epochs"] == ["5", "1"] and changed["learning_rate"] == [str(default_rate), "1e-06"], changed
+    metrics = diff.table("Metrics")
+    for column, model_id in ((1, first_model), (2, second_model)):
+        recorded, undefined = _recorded_metrics(home, model_id)
+        shown = {row[0]: row[column] for row in metrics.rows[1:]}
+        expected = {name: f"{value:.4f}" for name, value in recorded.items() if name != "example_count"}
+        expected.update({name: f"n/a ({reason})" for name, reason in undefined.items()})
+        assert shown and shown == expected
+    assert f"A: model {first_model}" in diff.svg_text and f"B: model {second_model}" in diff.svg_text
+    by_versions = turbotfx("report", "--diff", pushed_version, pushed_version, "--versions", "--output",
+                           str(tmp_path / "same.html"), home=home)
+    assert by_versions.exit_code == 0, by_versions.output
+    assert "the same" in read_page(tmp_path / "same.html").section_html("changes")
+
     unknown = turbotfx("report", "--run", "2001-01-01T00:00:00", "--output", str(tmp_path / "u.html"), home=home)
     assert unknown.exit_code == 2 and len(unknown.output.strip().splitlines()) == 1, unknown.output
     assert "no run '2001-01-01T00:00:00'" in unknown.output and "turbotfx runs" in unknown.output
@@ -164,6 +189,30 @@ def test_report_command_renders_a_chosen_run_and_names_bad_input_in_one_line(fir
     assert refused.exit_code == 1 and "Traceback" not in refused.output, refused.output
     assert len(refused.output.strip().splitlines()) == 1, refused.output
     assert not (tmp_path / "u.html").exists() and blocked.read_text() == ""
+
+
+def _recorded_metrics(home: Path, model_id: int) -> tuple[dict[str, float], dict[str, str]]:
+    """The metrics MLMD holds on the evaluation of one model, and those without a value with
+    why, read with MLMD alone."""
+    from ml_metadata.metadata_store import metadata_store
+    from ml_metadata.proto import metadata_store_pb2
+
+    from pipeline.config import PipelineConfig
+    from pipeline.runners import local
+
+    store = metadata_store.MetadataStore(local.metadata_config(PipelineConfig(home=str(home))))
+    evaluators = [e.execution_id for e in store.get_events_by_artifact_ids([model_id])
+                  if e.type == metadata_store_pb2.Event.INPUT and e.path.steps[0].key == "model"]
+    outputs = [e.artifact_id for e in store.get_events_by_execution_ids(evaluators)
+               if e.type == metadata_store_pb2.Event.OUTPUT]
+    [evaluation] = [a for a in store.get_artifacts_by_id(outputs)
+                    if evaluator_keys.METRIC_PREFIX + "example_count" in a.custom_properties]
+    prefix = evaluator_keys.METRIC_PREFIX
+    properties = evaluation.custom_properties
+    undefined = properties[evaluator_keys.UNDEFINED_METRICS].string_value if evaluator_keys.UNDEFINED_METRICS in \
+        properties else ""
+    return ({name[len(prefix):]: value.double_value for name, value in properties.items() if name.startswith(prefix)},
+            (from_json_property(undefined) if undefined else {}).get("overall", {}))
 
 
 def _run_id(page: Page) -> str:
