@@ -27,6 +27,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     report.add_argument("--output", type=Path, help="where to write the page (default: "
                                                     "reports/<pipeline>/<run>.html in the workspace)")
     report.add_argument("--open", action="store_true", help="open the page in the default web browser")
+    report.add_argument("--artifact-root", type=_artifact_root, metavar="RECORDED=LOCAL",
+                        help="read the artifacts MLMD records under RECORDED (a compiled pipeline's root, e.g. "
+                             "gs://bucket/root) from the folder LOCAL they were copied to")
     report.set_defaults(handler=handle)
 
 
@@ -43,13 +46,13 @@ def handle(args: argparse.Namespace) -> int:
         first, second = (lineage.find_model(store, **({"model_version": str(reference)} if args.versions
                                                       else {"artifact_id": reference})) for reference in args.diff)
         target = args.output or write.diff_path(config.reports_dir, first.id, second.id)
-        return _done(write.write_diff(store, first, second, target), args.open)
+        return _done(write.write_diff(store, first, second, target, args.artifact_root), args.open)
     run = records.find_run(store, run_id=args.run_id, model_version=args.model_version,
                            pipeline_name=args.pipeline_name)
     target = args.output or write.report_path(config.reports_dir, run.name)
     # Labels are the workspace's; a store elsewhere (--metadata-url) may not be this workspace's runs.
     serving_root = config.serving_dir.parent if not args.metadata_url else None
-    return _done(write.write_report(store, run, target, serving_root), args.open)
+    return _done(write.write_report(store, run, target, serving_root, args.artifact_root), args.open)
 
 
 def _done(target: Path, open_it: bool) -> int:
@@ -58,3 +61,12 @@ def _done(target: Path, open_it: bool) -> int:
         print(f"turbotfx: no web browser to open it with here; open {target} where there is one")
     return 0
 
+
+
+def _artifact_root(text: str):
+    from pipeline.report.records import ArtifactRoot
+
+    recorded, equals, local = text.partition("=")
+    if not equals or not recorded or not local:
+        raise argparse.ArgumentTypeError(f"expected RECORDED=LOCAL (e.g. gs://bucket/root=./copied), got {text!r}")
+    return ArtifactRoot(recorded, Path(local).expanduser().resolve())

@@ -50,6 +50,7 @@ def render_page(records: RunRecords) -> str:
         f'<p class="muted">pipeline {escaped(summary.pipeline or "?")} · model {escaped(summary.model_name or "?")} · '
         f"{escaped(summary.status)}</p>",
         "<nav>" + "".join(f'<a href="#{anchor}">{escaped(heading)}</a>' for anchor, heading in SECTIONS) + "</nav>",
+        _missing(records),
         _section("summary", _summary(records)),
         _section("dataset", _dataset(records)),
         _section("data", _data(records)),
@@ -64,6 +65,13 @@ def render_page(records: RunRecords) -> str:
 
 def _section(anchor: str, content: str) -> str:
     return section(anchor, dict(SECTIONS)[anchor], content)
+
+
+def _missing(records: RunRecords) -> str:
+    if not records.missing:
+        return ""
+    return ('<p class="bad">Not on this machine, so left out below: ' + escaped("; ".join(records.missing))
+            + ". Copied elsewhere? <code>turbotfx report --artifact-root RECORDED=LOCAL</code> says where.</p>")
 
 
 # --- sections -----------------------------------------------------------------------------
@@ -119,7 +127,7 @@ def _dataset(records: RunRecords) -> str:
 
 def _data(records: RunRecords) -> str:
     if not records.statistics:
-        return "<p>No statistics were recorded in this run.</p>"
+        return "<p>No statistics to show: none recorded in this run, or their files are not on this machine.</p>"
     splits = list(records.statistics)
     parts = ["<p>" + ", ".join(f"{escaped(split)}: {records.statistics[split].rows:,} rows" for split in splits) + "</p>"]
     names = sorted({name for split in splits for name in records.statistics[split].features})

@@ -36,6 +36,8 @@ class RunRecords:
     # None with why not: not recorded (an older evaluation, no evaluation) or failed.
     insights: dict[str, Any] | None = None
     insights_missing: str | None = None
+    # Artifacts MLMD records whose files are not on this machine ("ExampleStatistics 4 at PATH").
+    missing: list[str] = dataclasses.field(default_factory=list)
 
 
 def find_run(store: metadata_store.MetadataStore, run_id: str | None = None,
@@ -69,9 +71,25 @@ def run_of_model(store: metadata_store.MetadataStore, model: mlmd_pb.Artifact) -
     return find_run(store, run_id=run_id)
 
 
-def collect(store: metadata_store.MetadataStore, run: mlmd_pb.Context, serving_root: Path | None = None) -> RunRecords:
+@dataclasses.dataclass(frozen=True)
+class ArtifactRoot:
+    """Where artifacts recorded under one URI prefix are now: a compiled pipeline's
+    (gs://bucket/root) copied to a local folder."""
+
+    recorded: str
+    local: Path
+
+    def locate(self, uri: str) -> str:
+        if uri.startswith(self.recorded.rstrip("/") + "/"):
+            return str(self.local / uri[len(self.recorded.rstrip("/")) + 1:])
+        return uri
+
+
+def collect(store: metadata_store.MetadataStore, run: mlmd_pb.Context, serving_root: Path | None = None,
+            artifact_root: ArtifactRoot | None = None) -> RunRecords:
     """Everything the report of one run shows. serving_root: the workspace's serving folder,
-    whose models.config holds the labels (none for a compiled pipeline's records)."""
+    whose models.config holds the labels (none for a compiled pipeline's records);
+    artifact_root: where the artifacts' files are, when not at their recorded URIs."""
     from pipeline.provenance import lineage
 
     types = TypeNames(store)
@@ -81,28 +99,44 @@ def collect(store: metadata_store.MetadataStore, run: mlmd_pb.Context, serving_r
     if summary.model_id is not None:
         model = store.get_artifacts_by_id([summary.model_id])[0]
         found = lineage.model_lineage(store, model, types)
+    missing: list[str] = []
+
+    def folder(type_name: str) -> str | None:
+        """The artifact's folder on this machine; None (and named in missing) if it is not here."""
+        if type_name not in outputs:
+            return None
+        uri = outputs[type_name].uri
+        local = artifact_root.locate(uri) if artifact_root else uri
+        if not Path(local).is_dir():
+            missing.append(f"{type_name} {outputs[type_name].id} at {local}")
+            return None
+        return local
+
     statistics = {}
-    if "ExampleStatistics" in outputs:
-        uri = outputs["ExampleStatistics"].uri
+    if (uri := folder("ExampleStatistics")) is not None:
         for split in files.splits(uri):
             rows, features = files.read_statistics(uri, split)
             statistics[split] = SplitStatistics(rows, features)
-    anomalies = files.read_anomalies(outputs["ExampleAnomalies"].uri) if "ExampleAnomalies" in outputs else None
-    curves = files.read_curves(outputs["ModelRun"].uri) if "ModelRun" in outputs else {}
+    anomalies_uri, model_run_uri = folder("ExampleAnomalies"), folder("ModelRun")
+    anomalies = files.read_anomalies(anomalies_uri) if anomalies_uri else None
+    curves = files.read_curves(model_run_uri) if model_run_uri else {}
     labels = _labels(serving_root, summary.model_name) if serving_root and summary.model_name else {}
     records = RunRecords(summary, found, statistics, anomalies, curves, labels)
-    if "ModelEvaluation" in outputs:
-        records.insights, records.insights_missing = _insights(outputs["ModelEvaluation"])
-    else:
+    if "ModelEvaluation" not in outputs:
         records.insights_missing = "the model was not evaluated in this run"
+    elif (evaluation_uri := folder("ModelEvaluation")) is None:
+        records.insights_missing = "the evaluation's files are not on this machine"
+    else:
+        records.insights, records.insights_missing = _insights(outputs["ModelEvaluation"], evaluation_uri)
+    records.missing = missing
     return records
 
 
-def _insights(evaluation: mlmd_pb.Artifact) -> tuple[dict[str, Any] | None, str | None]:
+def _insights(evaluation: mlmd_pb.Artifact, folder: str) -> tuple[dict[str, Any] | None, str | None]:
     error = property_of(evaluation, evaluator_keys.INSIGHTS_ERROR)
     if error:
         return None, f"the Evaluator could not compute them: {error}"
-    path = Path(evaluation.uri) / evaluator_keys.INSIGHTS_FILE
+    path = Path(folder) / evaluator_keys.INSIGHTS_FILE
     if not path.exists():
         return None, "this evaluation records none (it was made before the Evaluator computed them)"
     return json.loads(path.read_text()), None

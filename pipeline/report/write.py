@@ -24,17 +24,18 @@ def diff_path(reports_dir: Path, model_a: int, model_b: int) -> Path:
 
 
 def write_report(store: metadata_store.MetadataStore, run: mlmd_pb.Context, target: Path,
-                 serving_root: Path | None = None) -> Path:
+                 serving_root: Path | None = None, artifact_root: records.ArtifactRoot | None = None) -> Path:
     """Renders the run's report into target (replaced whole); returns target."""
-    return _write(target, page.render_page(records.collect(store, run, serving_root)))
+    return _write(target, page.render_page(records.collect(store, run, serving_root, artifact_root)))
 
 
 def write_diff(store: metadata_store.MetadataStore, model_a: mlmd_pb.Artifact, model_b: mlmd_pb.Artifact,
-               target: Path) -> Path:
+               target: Path, artifact_root: records.ArtifactRoot | None = None) -> Path:
     """Renders the page comparing two models into target (replaced whole); returns target."""
     from pipeline.provenance import diff, lineage
 
-    first, second = (records.collect(store, records.run_of_model(store, model)) for model in (model_a, model_b))
+    first, second = (records.collect(store, records.run_of_model(store, model), artifact_root=artifact_root)
+                     for model in (model_a, model_b))
     changes = diff.diff_models(lineage.model_lineage(store, model_a), lineage.model_lineage(store, model_b))
     return _write(target, diff_page.render_diff(first, second, changes))
 

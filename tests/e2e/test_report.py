@@ -272,6 +272,23 @@ def test_a_regression_report_shows_its_yardsticks_and_each_bagged_models_curves(
             tensorflow_curve(str(member), "train", "epoch_loss"), rel=1e-6)
     assert {"size", "kind", "price"} <= set(page.table("Data", "data").column("feature"))
 
+    # The artifacts copied elsewhere (a compiled pipeline's, fetched from its bucket): the
+    # page names what it cannot find, and --artifact-root says where they went.
+    copied = tmp_path / "copied"
+    (home / "pipelines").rename(copied)
+    without = turbotfx("report", "--output", str(tmp_path / "without.html"), home=home)
+    assert without.exit_code == 0, without.output
+    lost = read_page(tmp_path / "without.html")
+    assert "Not on this machine" in lost.html and "ExampleStatistics" in lost.html
+    assert "No statistics to show" in lost.section_html("data")
+    found = turbotfx("report", "--output", str(tmp_path / "found.html"), "--artifact-root",
+                     f"{home / 'pipelines'}={copied}", home=home)
+    assert found.exit_code == 0, found.output
+    again = read_page(tmp_path / "found.html")
+    assert "Not on this machine" not in again.html
+    assert again.table("Data", "data").rows == page.table("Data", "data").rows
+    assert again.table("Which features matter").rows == page.table("Which features matter").rows
+
 
 def evaluation_artifact(home: Path):
     return latest_artifact(home, "ModelEvaluation", "Evaluator")
