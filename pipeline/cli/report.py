@@ -34,11 +34,14 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
+    from pipeline.errors import ConfigError
     from pipeline.report import records, write
 
     config = cli_args.workspace_config(args)
     if args.pipeline_name:
         config = dataclasses.replace(config, pipeline_name=args.pipeline_name)
+    if args.versions and not args.diff:
+        raise ConfigError("--versions says what --diff's A and B are; use it with --diff A B")
     store = cli_args.store_from_args(args, config)
     if args.diff:
         from pipeline.provenance import lineage

@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import itertools
 import re
+import warnings
 from typing import Any, Sequence
 
 import matplotlib
@@ -27,6 +28,8 @@ SQUARE = (3.3, 3.1)
 _STYLE = {
     "svg.fonttype": "none",
     "svg.hashsalt": "turbotfx",  # the same records draw the same SVG
+    # A value like "$" or "$10-$20" is text, not a TeX formula (which fails or drops the $).
+    "text.parse_math": False,
     "font.size": 8,
     "font.family": "sans-serif",
     "axes.spines.top": False,
@@ -41,7 +44,10 @@ _chart_numbers = itertools.count(1)
 def svg(figure: Figure) -> str:
     """The figure as an <svg> element to inline (no XML prolog, ids of its own)."""
     buffer = io.StringIO()
-    figure.savefig(buffer, format="svg", bbox_inches="tight")
+    with warnings.catch_warnings():
+        # Text is drawn by the browser's fonts: matplotlib's lack of a glyph does not matter.
+        warnings.filterwarnings("ignore", message="Glyph .* missing from", category=UserWarning)
+        figure.savefig(buffer, format="svg", bbox_inches="tight")
     pyplot.close(figure)
     text = buffer.getvalue()
     text = text[text.index("<svg"):]

@@ -13,7 +13,7 @@ body { font: 14px/1.45 sans-serif; color: #1d2329; margin: 0 auto; max-width: 11
 h1 { font-size: 22px; margin: 24px 0 4px; } h2 { font-size: 18px; border-bottom: 1px solid #d8dee4;
 padding-bottom: 4px; margin-top: 36px; } h3 { font-size: 15px; margin: 20px 0 6px; }
 nav a { margin-right: 14px; } .muted { color: #5b6672; }
-table { border-collapse: collapse; margin: 6px 0 12px; } td, th { padding: 3px 10px; text-align: left;
+table { border-collapse: collapse; margin: 6px 0 12px; display: block; max-width: 100%; overflow-x: auto; } td, th { padding: 3px 10px; text-align: left;
 border-bottom: 1px solid #eef1f4; vertical-align: top; } th { background: #f5f7f9; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .facts { display: grid; grid-template-columns: repeat(auto-fill, minmax(200px, 1fr)); gap: 10px; margin: 14px 0; }

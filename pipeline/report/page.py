@@ -345,6 +345,8 @@ def _graphviz_svg(dot_source: str) -> str | None:
 
 
 def _centre(feature) -> str:
+    if feature.missing_share >= 1.0:
+        return "–"  # no value in this split: no mean to show
     if feature.kind == "numeric":
         return f"{feature.mean:.4g} ± {feature.std:.3g}" if feature.mean is not None else "–"
     if feature.top_values:

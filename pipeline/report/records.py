@@ -7,8 +7,9 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, TypeVar
 
+from google.protobuf.message import DecodeError
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2 as mlmd_pb
 
@@ -16,6 +17,8 @@ from components.reporting_evaluator import keys as evaluator_keys
 from pipeline.provenance.graph import OUTPUT, RUN_CONTEXT, LineageError, TypeNames, property_of
 from pipeline.provenance.summary import RunSummary, pipeline_of, summarize
 from pipeline.report import files
+
+T = TypeVar("T")
 
 
 @dataclasses.dataclass
@@ -112,24 +115,42 @@ def collect(store: metadata_store.MetadataStore, run: mlmd_pb.Context, serving_r
             return None
         return local
 
-    statistics = {}
-    if (uri := folder("ExampleStatistics")) is not None:
-        for split in files.splits(uri):
-            rows, features = files.read_statistics(uri, split)
-            statistics[split] = SplitStatistics(rows, features)
-    anomalies_uri, model_run_uri = folder("ExampleAnomalies"), folder("ModelRun")
-    anomalies = files.read_anomalies(anomalies_uri) if anomalies_uri else None
-    curves = files.read_curves(model_run_uri) if model_run_uri else {}
+    def read(type_name: str, reader: Callable[[str], T], empty: T) -> T:
+        """What reader reads from the artifact's folder; empty (and named in missing) when
+        its files are not here or are damaged: the page leaves that part out, not the rest."""
+        uri = folder(type_name)
+        if uri is None:
+            return empty
+        try:
+            return reader(uri)
+        except (OSError, ValueError, DecodeError) as err:  # ValueError: JSON, a torn record
+            missing.append(f"{type_name} {outputs[type_name].id} at {uri} could not be read ({err})")
+            return empty
+
+    no_statistics: dict[str, SplitStatistics] = {}
+    no_curves: dict[str, dict[str, list[tuple[int, float]]]] = {}
+    statistics = read("ExampleStatistics", _statistics, no_statistics)
+    anomalies = read("ExampleAnomalies", files.read_anomalies, None)
+    curves = read("ModelRun", files.read_curves, no_curves)
     labels = _labels(serving_root, summary.model_name) if serving_root and summary.model_name else {}
     records = RunRecords(summary, found, statistics, anomalies, curves, labels)
     if "ModelEvaluation" not in outputs:
         records.insights_missing = "the model was not evaluated in this run"
-    elif (evaluation_uri := folder("ModelEvaluation")) is None:
-        records.insights_missing = "the evaluation's files are not on this machine"
     else:
-        records.insights, records.insights_missing = _insights(outputs["ModelEvaluation"], evaluation_uri)
+        evaluation = outputs["ModelEvaluation"]
+        unread: tuple[dict[str, Any] | None, str | None] = (None, "the evaluation's files could not be read here")
+        records.insights, records.insights_missing = read("ModelEvaluation", lambda uri: _insights(evaluation, uri),
+                                                          unread)
     records.missing = missing
     return records
+
+
+def _statistics(uri: str) -> dict[str, SplitStatistics]:
+    found = {}
+    for split in files.splits(uri):
+        rows, features = files.read_statistics(uri, split)
+        found[split] = SplitStatistics(rows, features)
+    return found
 
 
 def _insights(evaluation: mlmd_pb.Artifact, folder: str) -> tuple[dict[str, Any] | None, str | None]:

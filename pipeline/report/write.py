@@ -9,6 +9,7 @@ from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2 as mlmd_pb
 
 from pipeline.atomic import atomic_path
+from pipeline.errors import ConfigError
 from pipeline.report import diff_page, page, records
 
 
@@ -41,6 +42,18 @@ def write_diff(store: metadata_store.MetadataStore, model_a: mlmd_pb.Artifact, m
 
 
 def _write(target: Path, text: str) -> Path:
-    with atomic_path(target) as tmp:
-        Path(tmp).write_text(text, encoding="utf-8")
+    """The page written whole beside target, then renamed over it. Through a symbolic link
+    the file it points at is replaced (the link stays); a device, a pipe or a folder at the
+    path is never replaced."""
+    if target.is_symlink() and target.resolve().is_file():
+        target = target.resolve()
+    if target.exists() and not target.is_file() or target.is_symlink():
+        raise ConfigError(f"{target} is not a regular file: the report replaces a file whole, so name a new "
+                          "file or an existing page (--output)")
+    try:
+        with atomic_path(target) as tmp:
+            Path(tmp).write_text(text, encoding="utf-8")
+    except OSError as err:
+        # The temporary file's name in the message would send the reader looking for it.
+        raise OSError(err.errno, err.strerror, str(target)) from None
     return target

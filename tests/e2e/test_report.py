@@ -10,7 +10,9 @@ from __future__ import annotations
 import collections
 import hashlib
 import json
+import os
 import re
+import stat
 from pathlib import Path
 
 import numpy as np
@@ -189,6 +191,17 @@ def test_report_command_renders_a_chosen_run_and_names_bad_input_in_one_line(fir
     assert refused.exit_code == 1 and "Traceback" not in refused.output, refused.output
     assert len(refused.output.strip().splitlines()) == 1, refused.output
     assert not (tmp_path / "u.html").exists() and blocked.read_text() == ""
+    # A device is never replaced by a page; a link to a page is followed and stays a link.
+    device = turbotfx("report", "--output", "/dev/null", home=home)
+    assert device.exit_code == 2 and "is not a regular file" in device.output, device.output
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+    (tmp_path / "real.html").write_text("an old page")
+    (tmp_path / "link.html").symlink_to(tmp_path / "real.html")
+    linked = turbotfx("report", "--output", str(tmp_path / "link.html"), home=home)
+    assert linked.exit_code == 0, linked.output
+    assert (tmp_path / "link.html").is_symlink() and "<h1>turbotfx run " in (tmp_path / "real.html").read_text()
+    lone = turbotfx("report", "--versions", home=home)
+    assert lone.exit_code == 2 and "--diff" in lone.output, lone.output
 
 
 def _recorded_metrics(home: Path, model_id: int) -> tuple[dict[str, float], dict[str, str]]:
@@ -288,6 +301,16 @@ def test_a_regression_report_shows_its_yardsticks_and_each_bagged_models_curves(
     assert "Not on this machine" not in again.html
     assert again.table("Data", "data").rows == page.table("Data", "data").rows
     assert again.table("Which features matter").rows == page.table("Which features matter").rows
+    # A damaged file leaves its part out, named, and the rest of the page stands.
+    insights_file = next(copied.glob(f"*/Evaluator/evaluation/*/{evaluator_keys.INSIGHTS_FILE}"))
+    insights_file.write_text(insights_file.read_text()[:40])
+    damaged = turbotfx("report", "--output", str(tmp_path / "damaged.html"), "--artifact-root",
+                       f"{home / 'pipelines'}={copied}", home=home)
+    assert damaged.exit_code == 0, damaged.output
+    partial = read_page(tmp_path / "damaged.html")
+    assert "could not be read" in partial.html and "ModelEvaluation" in partial.html
+    assert partial.table("Data", "data").rows == page.table("Data", "data").rows
+    assert "Which features matter" in partial.headings and "could not be read" in partial.section_html("importance")
 
 
 def evaluation_artifact(home: Path):
@@ -303,7 +326,10 @@ def test_a_binary_report_ranks_the_feature_the_label_depends_on_and_draws_its_cu
     label = np.where(signal + rng.normal(scale=0.5, size=rows) > 0, "yes", "no")
     data_root = tmp_path / "data"
     data_root.mkdir()
-    pd.DataFrame({"signal": signal, "noise": noise, "bought": label}).to_csv(data_root / "buyers.csv", index=False)
+    # Price bands as people write them: matplotlib would read "$...$" as a TeX formula.
+    band = rng.choice(["$", "$$", "$$$"], rows)
+    pd.DataFrame({"signal": signal, "noise": noise, "band": band, "bought": label}).to_csv(
+        data_root / "buyers.csv", index=False)
     home, dataset_file = tmp_path / "ws", tmp_path / "buyers.toml"
     init = turbotfx("init", "--data-root", str(data_root), "--label", "bought", "--output", str(dataset_file),
                     home=home)
@@ -314,7 +340,8 @@ def test_a_binary_report_ranks_the_feature_the_label_depends_on_and_draws_its_cu
     assert [h for h in page.headings if h in HEADINGS] == HEADINGS
 
     drops = {row[0]: float(row[1]) for row in page.table("Which features matter").rows[1:]}
-    assert drops["signal"] > 0.15 and abs(drops["noise"]) < 0.03, drops
+    assert drops["signal"] > 0.15 and abs(drops["noise"]) < 0.03 and abs(drops["band"]) < 0.03, drops
+    assert {"$", "$$", "$$$"} <= set(page.svg_text)  # the band chart's labels, as written
     assert page.table("Which features matter").column("feature")[0] == "signal"
 
     evaluation = evaluation_artifact(home)
