@@ -139,3 +139,39 @@ def test_the_trainer_callbacks_epoch_lines_reach_the_console(absl_info):
     for epoch, line in enumerate(lines):
         loss, auc = history.history["loss"][epoch], history.history["auc"][epoch]
         assert re.fullmatch(rf"    epoch {epoch + 1}/3  loss {loss:.4f}  auc {auc:.4f}  \d+\.\ds", line), line
+
+
+def test_the_store_password_reaches_no_log_record_and_the_log_is_private(tmp_path, monkeypatch):
+    from ml_metadata.proto import metadata_store_pb2
+
+    from pipeline.store.url import PASSWORD_ENV_VAR
+
+    # A quote, a backslash and a non-ASCII letter: a protobuf's text form escapes each.
+    password = 'pa"ss\\wörd#1'
+    monkeypatch.setenv(PASSWORD_ENV_VAR, password)
+    config = metadata_store_pb2.ConnectionConfig()
+    config.mysql.host, config.mysql.password = "127.0.0.1", password
+    printed = re.search(r'password: "(.*)"', str(config)).group(1)  # as the config prints it
+    assert printed != password
+    log_path = tmp_path / "logs" / "turbotfx.log"
+    log_path.parent.mkdir()
+    log_path.write_text("a line from before\n")
+    log_path.chmod(0o644)
+    seen = io.StringIO()
+    watcher = logging.StreamHandler(seen)
+    user = open(tmp_path / "terminal", "w")
+    logging.getLogger().addHandler(watcher)
+    try:
+        with console_lib.session(log_path, verbose=False, user_fd=user.fileno()):
+            absl_logging.info("Using connection config:\n %s", config)  # as LocalDagRunner logs it
+            logging.getLogger("some.library").warning("connecting with %s", password)
+        logging.getLogger("after").warning("outside a session: %s", "untouched")
+    finally:
+        logging.getLogger().removeHandler(watcher)
+        user.close()
+    text = seen.getvalue()
+    assert 'host: "127.0.0.1"' in text and "connecting with ***" in text
+    assert password not in text and printed not in text
+    assert "outside a session: untouched" in text
+    assert log_path.stat().st_mode & 0o777 == 0o600
+    assert log_path.read_text().startswith("a line from before\n")

@@ -10,7 +10,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import IO, Any, Callable, Iterator
+from typing import IO, Any, Callable, Iterator, Mapping
 
 from trainer_module import progress
 
@@ -154,7 +154,7 @@ def session(log_path: Path, verbose: bool, user_fd: int = 1) -> Iterator[Console
     user_stream = os.fdopen(os.dup(user_fd), "w", buffering=1)
     console = Console(user_stream, rewrite=not verbose)
     component_progress = _ComponentProgress(console)
-    log_file = open(log_path, "a", buffering=1)
+    log_file = _private_log(log_path)
     saved_fds = None
     if not verbose:
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
@@ -162,6 +162,10 @@ def session(log_path: Path, verbose: bool, user_fd: int = 1) -> Iterator[Console
         os.dup2(log_file.fileno(), 1)
         os.dup2(log_file.fileno(), 2)
     _absl_to_python_logging()
+    # Every Python log record of the run, whichever library makes it (TFX prints the store's
+    # connection config, password included), is redacted when it is made.
+    saved_factory = logging.getLogRecordFactory()
+    logging.setLogRecordFactory(_redacting(saved_factory, secrets_to_hide()))
     # stderr is the log file in quiet mode, the terminal with verbose. Timestamps show
     # where a run's seconds went.
     library_logs = logging.StreamHandler(sys.stderr)
@@ -174,6 +178,7 @@ def session(log_path: Path, verbose: bool, user_fd: int = 1) -> Iterator[Console
     finally:
         root.removeHandler(component_progress)
         root.removeHandler(library_logs)
+        logging.setLogRecordFactory(saved_factory)
         console.close()
         root.setLevel(saved_level)
         sys.stdout.flush()
@@ -185,6 +190,49 @@ def session(log_path: Path, verbose: bool, user_fd: int = 1) -> Iterator[Console
             os.close(saved_fds[1])
         log_file.close()
         user_stream.close()
+
+
+def _private_log(log_path: Path) -> IO[str]:
+    """The log file, readable by its owner only: it holds library output (paths, hosts, the
+    data's values in an error) that other users of the machine have no business reading."""
+    descriptor = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    os.chmod(log_path, 0o600)  # a log made before this rule was world-readable
+    return os.fdopen(descriptor, "a", buffering=1)
+
+
+def secrets_to_hide(environ: Mapping[str, str] | None = None) -> list[str]:
+    """The store password as given, and as a protobuf's text form escapes it (how TFX logs a
+    connection config): quotes, backslashes and non-ASCII bytes come out escaped there."""
+    from google.protobuf import text_encoding
+
+    from pipeline.store.url import PASSWORD_ENV_VAR
+
+    password = (os.environ if environ is None else environ).get(PASSWORD_ENV_VAR, "")
+    if not password:
+        return []
+    forms = {password, text_encoding.CEscape(password.encode(), as_utf8=False),
+             text_encoding.CEscape(password.encode(), as_utf8=True)}
+    return sorted(forms, key=len, reverse=True)
+
+
+REDACTED = "***"
+
+
+def _redacting(make_record: Callable[..., logging.LogRecord], secrets: list[str]) -> Callable[..., logging.LogRecord]:
+    def make(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = make_record(*args, **kwargs)
+        if secrets:
+            try:
+                message = record.getMessage()
+            except Exception:  # a malformed record: left for its handler to report
+                return record
+            if any(secret in message for secret in secrets):
+                for secret in secrets:
+                    message = message.replace(secret, REDACTED)
+                record.msg, record.args = message, None
+        return record
+
+    return make
 
 
 def _absl_to_python_logging() -> None:

@@ -50,7 +50,7 @@ def parse_url(url: str) -> MetadataUrl:
             f"metadata URL {_without_password(url)!r} has an unsupported scheme; use sqlite:///PATH, "
             "mysql://USER@HOST[:PORT]/DB or postgresql://USER@HOST[:PORT]/DB"
         )
-    if parts.password is not None:
+    if parts.password is not None or (scheme != "sqlite" and _password_in(url)):
         raise ConfigError(
             f"metadata URL {_without_password(url)!r} carries a password; remove it from the URL and "
             f"set it in the environment variable {PASSWORD_ENV_VAR} instead"
@@ -100,8 +100,24 @@ def existing_store_url(metadata_url: str | None, sqlite_path: Path) -> str | Non
     return sqlite_url(sqlite_path) if Path(sqlite_path).is_file() else None
 
 
+def _userinfo(url: str) -> tuple[str, str, str] | None:
+    """(scheme://, user[:password], host and the rest) of a URL with a user. Up to the last @:
+    a password may hold '/', '?' or '#', where urlsplit would end the host part early."""
+    scheme, separator, rest = url.partition("://")
+    if not separator or "@" not in rest:
+        return None
+    userinfo, _, after = rest.rpartition("@")
+    return scheme + separator, userinfo, after
+
+
+def _password_in(url: str) -> bool:
+    found = _userinfo(url)
+    return found is not None and ":" in found[1]
+
+
 def _without_password(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.password is None:
+    found = _userinfo(url)
+    if found is None or ":" not in found[1]:
         return url
-    return url.replace(f":{parts.password}@", ":***@", 1)
+    start, userinfo, after = found
+    return f"{start}{userinfo.split(':', 1)[0]}:***@{after}"

@@ -160,3 +160,15 @@ def test_text_and_dot(two_runs: Workspace, models: tuple[dict, dict]) -> None:
     if shutil.which("dot"):  # make test installs graphviz: the graph really renders
         svg = subprocess.run(["dot", "-Tsvg"], input=dot.stdout, capture_output=True, text=True, check=True)
         assert "<svg" in svg.stdout
+
+
+def test_the_store_password_reaches_no_log_line(two_runs: Workspace) -> None:
+    log = two_runs.home / "logs" / "turbotfx.log"
+    text = log.read_text(errors="replace")
+    # TFX logs the connection config at each run: the line is there, its password is not.
+    assert text.count("Using connection config") >= 2
+    password = two_runs.env.get(PASSWORD_ENV_VAR)
+    assert (password is None) == (two_runs.backend == "sqlite")
+    if password:
+        assert password not in text and "password: \"***\"" in text
+    assert log.stat().st_mode & 0o777 == 0o600
