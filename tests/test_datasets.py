@@ -102,6 +102,8 @@ def test_regression_blesses_on_an_error_bound(tmp_path):
     (('task = "binary"', 'task = "multiclass"'), "classes: a multiclass task needs the number of label values"),
     (('task = "binary"', 'task = "regression"'), "blessing.threshold: no bound on rmse to bless against"),
     (('name = "churn"', 'name = "my churn"'), "name: 'my churn' is not a valid name"),
+    (('"monthly charges" = "numeric"', 'examples = "numeric"'),
+     "features.examples: becomes the TF name 'examples'; rename that column in the data"),
     (('[training]', '[training\n'), "not valid TOML"),
     (('"customer id" = "ignore"', 'churned = "numeric"'), "features.churned: the label is not a feature"),
     (('task = "binary"', 'task = "multiclass"\nclasses = 3\npositive = "yes"'),
@@ -128,6 +130,29 @@ def test_bad_file_is_one_error_naming_file_key_and_fix(tmp_path, change, message
 def test_a_schema_that_disagrees_with_the_file(tmp_path, schema, message):
     path = write(tmp_path, GOOD, schema)
     with pytest.raises(ConfigError, match=message):
+        datasets.load(str(path))
+
+
+def test_a_schema_path_that_is_not_a_regular_file_or_too_big_is_refused_before_reading(tmp_path):
+    # /dev/zero never ends: read whole, it would take the machine's memory.
+    path = write(tmp_path, GOOD.replace('schema = "churn.schema.pbtxt"', 'schema = "/dev/zero"'))
+    with pytest.raises(ConfigError, match="schema: /dev/zero is not a regular file; give the schema file"):
+        datasets.load(str(path))
+    big = tmp_path / "big.pbtxt"
+    with open(big, "wb") as out:
+        out.truncate(datasets.MAX_SCHEMA_BYTES + 1)  # sparse: no disk used
+    path = write(tmp_path, GOOD.replace('schema = "churn.schema.pbtxt"', f'schema = "{big}"'))
+    with pytest.raises(ConfigError, match="is 67,108,865 bytes, not a schema"):
+        datasets.load(str(path))
+
+
+@pytest.mark.parametrize("bound", ["threshold = nan", "threshold = inf", "max_drop = nan"])
+def test_a_bound_that_is_not_a_finite_number_is_refused_on_load(tmp_path, bound):
+    text = GOOD.replace('task = "binary"', 'task = "regression"') + f"\n[blessing]\n{bound}\n"
+    if "threshold" not in bound:
+        text += "threshold = 5.0\n"
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError, match=r"blessing\.(threshold|max_drop): (nan|inf) is not a finite number"):
         datasets.load(str(path))
 
 

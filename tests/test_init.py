@@ -295,6 +295,13 @@ def test_columns_with_the_same_tf_name(tmp_path):
         infer.draft(write(frame, tmp_path / "d", "csv"), "y", tmp_path / "x.toml")
 
 
+def test_a_column_named_like_the_signatures_input_is_refused(tmp_path):
+    """It passed every check before, and failed the run at the Evaluator."""
+    frame = pd.DataFrame({"examples": np.linspace(0, 1, 30), "b": np.linspace(1, 2, 30), "y": ["a", "b"] * 15})
+    with pytest.raises(ConfigError, match="column 'examples' becomes the TF name 'examples'; rename that column"):
+        infer.draft(write(frame, tmp_path / "d", "csv"), "y", tmp_path / "x.toml")
+
+
 def test_format_detection_and_choice(tables_on_disk, tmp_path):
     frame, _ = tables_on_disk
     root = write(frame, tmp_path / "both", "csv")

@@ -23,6 +23,7 @@ import dataclasses
 import functools
 import hashlib
 import json
+import math
 import re
 from pathlib import Path
 from typing import Any, cast
@@ -31,6 +32,7 @@ import tomli
 
 from components.reporting_evaluator import keys as evaluator_keys
 from pipeline.errors import ConfigError
+from serving.contract import EXAMPLES_INPUT
 from trainer_module import config as training_config
 from trainer_module import features
 from trainer_module.config import TrainingConfig
@@ -63,6 +65,9 @@ TUNING_KEYS: dict[str, type | tuple[type, ...]] = {
 # [model]: the model family and its knobs, each a TrainingConfig knob ([training] may name it too).
 MODEL_KEYS = {"family": "model_family", "num_trees": "gbt_num_trees", "max_depth": "gbt_max_depth",
               "shrinkage": "gbt_shrinkage"}
+# A curated schema of thousands of columns is a few MB; more is not a schema (and reading
+# an endless file would take the machine's memory).
+MAX_SCHEMA_BYTES = 64 * 1024 * 1024
 _FEATURE_KEYS = {"role", "max_tokens", "frequency_threshold", "embedding_dim", "missing_values"}
 _KIND_NAMES = {int: "a whole number", float: "a number", str: "a quoted string", list: "a list [...]",
                dict: "a table", bool: "true or false"}
@@ -169,6 +174,15 @@ def identifier_clash(columns: list[str]) -> tuple[str, str, str] | None:
     return None
 
 
+def reserved_name(columns: list[str]) -> str | None:
+    """The first column whose TF name is the serving signature's input ('examples'): TFMA
+    and the signatures would take the one for the other, failing the run at the Evaluator."""
+    return next((column for column in columns if features.identifier(column) == EXAMPLES_INPUT), None)
+
+
+RESERVED_FIX = "rename that column in the data (the serving signature takes its input by that name)"
+
+
 def builtin_names() -> tuple[str, ...]:
     return tuple(sorted(p.stem for p in BUILTIN_DIR.glob("*.toml")))
 
@@ -251,6 +265,8 @@ class _Reader:
         if path.is_dir() != directory:
             raise self.fail(key, f"{path} is {'a file' if directory else 'a directory'}",
                             f"give the {'folder of the data files' if directory else 'schema file'}")
+        if not directory and not path.is_file():  # a device or a pipe: /dev/zero never ends
+            raise self.fail(key, f"{path} is not a regular file", "give the schema file")
         return path
 
     def check_schema(self, path: Path, label: str, feature_list: list[Feature]) -> None:
@@ -259,6 +275,9 @@ class _Reader:
         from google.protobuf import text_format
         from tensorflow_metadata.proto.v0 import schema_pb2
 
+        if path.stat().st_size > MAX_SCHEMA_BYTES:
+            raise self.fail("schema", f"{path} is {path.stat().st_size:,} bytes, not a schema (at most "
+                            f"{MAX_SCHEMA_BYTES:,})", "give the schema file `turbotfx init` wrote")
         try:
             schema = text_format.Parse(path.read_text(), schema_pb2.Schema())
         except (text_format.ParseError, UnicodeDecodeError) as err:
@@ -369,6 +388,9 @@ class _Reader:
         return Feature(column, role, **settings, missing_values=tuple(v.strip() for v in missing_values))
 
     def distinct_identifiers(self, columns: list[str]) -> None:
+        reserved = reserved_name(columns)
+        if reserved is not None:
+            raise self.fail(f"features.{reserved}", f"becomes the TF name {EXAMPLES_INPUT!r}", RESERVED_FIX)
         clash = identifier_clash(columns)
         if clash is not None:
             first, column, name = clash
@@ -383,6 +405,9 @@ class _Reader:
         metric_default = DEFAULT_BLESSING[task] if metric == defaults["metric"] else {"threshold": None}
         threshold = self.get(table, "threshold", (int, float), "blessing.", default=metric_default["threshold"])
         max_drop = self.get(table, "max_drop", (int, float), "blessing.", default=defaults["max_drop"])
+        for key, value in (("threshold", threshold), ("max_drop", max_drop)):
+            if value is not None and not math.isfinite(value):  # TOML writes nan and inf
+                raise self.fail(f"blessing.{key}", f"{value} is not a finite number", "give a number")
         if HIGHER_IS_BETTER[metric] and threshold is not None and not 0 <= threshold <= 1:
             raise self.fail("blessing.threshold", f"{threshold} is outside [0, 1]", f"give {metric} as a fraction")
         if threshold is None and max_drop is None:

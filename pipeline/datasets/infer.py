@@ -39,9 +39,11 @@ from pipeline.datasets import (
     DEFAULT_BLESSING,
     FORMATS,
     NAME_RE,
+    RESERVED_FIX,
     checks,
     identifier_clash,
     leaks,
+    reserved_name,
     table,
 )
 from pipeline.errors import ConfigError, listed, shown
@@ -403,6 +405,9 @@ def draft(data_root: Path, label: str, output: Path, fmt: str | None = None, tas
     leak_target = leaks.target(rows.column(label), task)
     decisions = tuple(unless_leak(role_of(c, categorical_max), rows, leak_target)
                       for c in columns if c.name != label)
+    reserved = reserved_name([label, *(d.column.name for d in decisions if d.role != "ignore")])
+    if reserved is not None:
+        raise ConfigError(f"column {reserved!r} becomes the TF name 'examples'; {RESERVED_FIX}")
     clash = identifier_clash([label, *(d.column.name for d in decisions)])
     if clash is not None:
         first, second, name = clash
