@@ -154,10 +154,14 @@ def _run(config: PipelineConfig, url: MetadataUrl, beam: BeamOptions | None, rep
         except KeyboardInterrupt:
             progress.abort_line()
             run_state.abort_unfinished(store, run_id)
-            raise Interrupted(f"interrupted: run {run_id} is marked ABORTED; run the same command again "
-                              "to resume (completed components are cached)") from None
+            raise Interrupted(_interrupted_line(run_id)) from None
         except Exception as err:  # any component failure: reported below with its cause
             progress.abort_line()
+            if _caused_by_interrupt(err):
+                # Ctrl-C inside Beam (the Evaluator, Transform) comes back wrapped, and TFX has
+                # recorded the component as FAILED: it was stopped, not broken.
+                run_state.abort_unfinished(store, run_id, failed_too=True)
+                raise Interrupted(_interrupted_line(run_id)) from None
             failure = err
         run_state.finish(store, run_id)
         # The store opened before the run reads what TFX recorded meanwhile: MLMD commits each call.
@@ -233,6 +237,26 @@ def _out_of_space(error: BaseException) -> bool:
     return getattr(error, "errno", None) == errno.ENOSPC or "No space left on device" in str(error)
 
 
+def _interrupted_line(run_id: str) -> str:
+    return (f"interrupted: run {run_id} is marked ABORTED; run the same command again to resume "
+            "(completed components are cached)")
+
+
+def _caused_by_interrupt(error: BaseException) -> bool:
+    """Whether a KeyboardInterrupt (Ctrl-C, or SIGTERM as one) is in the error's chain."""
+    seen: set[int] = set()
+    pending: list[BaseException | None] = [error]
+    while pending:
+        current = pending.pop()
+        if current is None or id(current) in seen:
+            continue
+        if isinstance(current, KeyboardInterrupt):
+            return True
+        seen.add(id(current))
+        pending += [current.__cause__, current.__context__]
+    return False
+
+
 @contextlib.contextmanager
 def _terminate_as_interrupt() -> Iterator[None]:
     """SIGTERM (a CI runner, `kill`) ends the run the way Ctrl-C does: marked, resumable."""
@@ -262,8 +286,24 @@ def recover(config: PipelineConfig, url: MetadataUrl) -> tuple[metadata_store.Me
     lines = []
     if single_writer:
         lines += [f"run {run} ended without completing: marked ABORTED" for run in run_state.abort_unfinished(store)]
+        # Only where no other run can be writing: a live run's new folders are not leftovers.
+        lines += _set_aside_leftover_artifacts(config, store)
     lines += reconcile_serving(config, store, live_runs_possible=not single_writer).messages()
     return store, lines
+
+
+def _set_aside_leftover_artifacts(config: PipelineConfig, store: metadata_store.MetadataStore) -> list[str]:
+    from ml_metadata.metadata_store import metadata_store as mlmd
+
+    from pipeline.runners import leftovers
+
+    newest = store.get_executions(list_options=mlmd.ListOptions(limit=1, order_by=mlmd.OrderByField.ID,
+                                                                 is_asc=False))
+    count, where = leftovers.set_aside_unknown(config.pipeline_root, newest[0].id if newest else 0)
+    if not count:
+        return []
+    return [f"set aside {count} artifact folders of executions this metadata store does not know (a new "
+            f"store, or a copy restored): moved to {where}"]
 
 
 def reconcile_serving(config: PipelineConfig, store: metadata_store.MetadataStore,
@@ -280,10 +320,16 @@ def reconcile_serving(config: PipelineConfig, store: metadata_store.MetadataStor
     model_name = config.serving_dir.name  # config.model_name, filled in by PipelineConfig
     with model_config.changing(serving_root):
         history = pushes.push_history(store, model_name, live_runs_possible)
-        for url, other in _other_workspace_stores(config):
+        damaged: list[str] = []
+        for url, other in _other_workspace_stores(config, damaged):
             history = history.merge(pushes.push_history(other, model_name, connection.run_may_be_live(url)))
+        # A store that cannot be read may hold the very push that made a version: none is
+        # set aside on the word of the others.
+        incomplete = (f"the store {damaged[0]} could not be read, so its pushes are not known"
+                      if damaged else None)
         return reconcile_lib.reconcile(serving_root, config.serving_dir.name, history.versions,
-                                       history.labels, history.in_flight_since)
+                                       history.labels, history.in_flight_since, history.records_since,
+                                       records_incomplete=incomplete)
 
 
 def dataset_of_model(config: PipelineConfig, model_name: str) -> str | None:
@@ -304,9 +350,11 @@ def dataset_of_model(config: PipelineConfig, model_name: str) -> str | None:
     return dataset
 
 
-def _other_workspace_stores(config: PipelineConfig) -> Iterator[tuple[str, metadata_store.MetadataStore]]:
+def _other_workspace_stores(config: PipelineConfig,
+                            damaged: list[str]) -> Iterator[tuple[str, metadata_store.MetadataStore]]:
     """The workspace's other SQLite stores: each --pipeline-name keeps its own
-    (metadata/<name>.sqlite) and pushes into the same serving directory."""
+    (metadata/<name>.sqlite) and pushes into the same serving directory. The path of each
+    that cannot be opened is appended to damaged."""
     from pipeline.store import connection
 
     current = parse_url(config.metadata_store_url)
@@ -317,5 +365,5 @@ def _other_workspace_stores(config: PipelineConfig) -> Iterator[tuple[str, metad
         url = sqlite_url(path)
         try:
             yield url, connection.open_store(url, create=False)
-        except ConfigError:  # damaged: its own commands say so; it vouches for nothing here
-            continue
+        except ConfigError:  # damaged: its own commands say so; the caller is told
+            damaged.append(str(path))

@@ -146,3 +146,36 @@ def test_every_store_of_the_workspace_vouches_for_its_pushes(tmp_path) -> None:
         assert result.set_aside == [] and result.unaccounted == []
     assert push_lib.versions(first_config.serving_dir) == versions and len(versions) == 2
     assert model_config.status(first_config.serving_dir.parent, "penguins").canary == versions[-1]
+
+
+def test_a_damaged_sibling_store_takes_no_version_down(tmp_path) -> None:
+    """exp2's store holds the record of the version it pushed; with that store damaged, the
+    default pipeline's store cannot tell that push from an orphan, so nothing is set aside."""
+    from pipeline import workspace
+    from pipeline.config import PipelineConfig
+    from serving import model_config, publish
+    from serving import push as push_lib
+    from tests.test_push_transaction import saved_model
+
+    first_config = PipelineConfig(home=str(tmp_path / "ws"))
+    other_config = PipelineConfig(home=str(tmp_path / "ws"), pipeline_name="exp2")
+    source = saved_model(tmp_path / "model")
+    stores = {}
+    for config in (first_config, other_config):
+        version, _, labels = publish.push_and_label(source, config.serving_dir, {})
+        stores[config.pipeline_name] = Store(open_store(sqlite_url(config.metadata_path)))
+        stores[config.pipeline_name].execution(stores[config.pipeline_name].run("run-1"), PUSHER,
+                                               outputs=[labelled_push(str(version), stable=labels["stable"])])
+    serving_root = first_config.serving_dir.parent
+    model_config.promote(serving_root, "penguins")  # exp2's push becomes stable
+    before = model_config.status(serving_root, "penguins")
+    other_config.metadata_path.write_bytes(b"not a database" * 100)  # exp2's store damaged
+
+    result = workspace.reconcile_serving(first_config, stores["turbotfx"].mlmd, live_runs_possible=False)
+
+    assert result.set_aside == []
+    after = model_config.status(serving_root, "penguins")
+    assert (after.versions, after.stable, after.canary) == (before.versions, before.stable, before.canary)
+    assert push_lib.versions(first_config.serving_dir) == before.versions and len(before.versions) == 2
+    [message] = result.messages()
+    assert str(other_config.metadata_path) in message and "nothing was set aside" in message

@@ -191,3 +191,27 @@ def test_a_serving_root_that_does_not_exist_is_not_created_by_a_reader(tmp_path)
     with model_config.changing(tmp_path / "serving"):
         result = reconcile.reconcile(tmp_path / "serving", MODEL, recorded_versions=set(), recorded_labels=None)
     assert result.messages() == [] and not (tmp_path / "serving").exists()
+
+
+def test_versions_older_than_the_stores_first_record_stay_served(tmp_path) -> None:
+    """The README's recovery moves a damaged store aside; the next run's new store records only
+    its own push. What was served before that store existed stays, labels and all; an orphan
+    of the new store's own time is still set aside."""
+    source = saved_model(tmp_path / "model")
+    root = tmp_path / "serving"
+    old_stable = _push(root, source)
+    old_canary = _push(root, source)
+    model_config.set_labels(root, MODEL, {"stable": old_stable, "canary": old_canary})
+    new = _push(root, source)  # the new store's first push, which left stable where it was
+    orphan = _push(root, source)  # then a push whose record never came
+    labels = {"stable": old_stable, "canary": new}
+    model_config.set_labels(root, MODEL, {"stable": old_stable, "canary": orphan})
+
+    result = reconcile.reconcile(root, MODEL, recorded_versions={new}, recorded_labels=labels, records_since=new)
+
+    assert [version for version, _ in result.set_aside] == [orphan]
+    assert result.unaccounted == [old_canary]  # old_stable: the new push's recorded labels name it
+    current = model_config.status(root, MODEL)
+    assert current.versions == [old_stable, old_canary, new]
+    assert (current.stable, current.canary) == (old_stable, new)
+    assert "predate this metadata store's records" in " ".join(result.messages())

@@ -28,13 +28,17 @@ class PushHistory:
     # Start (epoch seconds) of a Pusher that has not finished: its version may not be recorded yet.
     in_flight_since: int | None = None
     labels_time_ms: int = -1  # when the labels were recorded
+    # The store's first record (epoch seconds; None: it has none). A version older than it
+    # was pushed before the store existed: the store cannot say it never completed.
+    records_since: int | None = None
 
     def merge(self, other: PushHistory) -> PushHistory:
         """Two stores' records of one serving directory (two pipelines in one workspace)."""
         newer = other if other.labels_time_ms > self.labels_time_ms else self
         starts = [s for s in (self.in_flight_since, other.in_flight_since) if s is not None]
+        births = [s for s in (self.records_since, other.records_since) if s is not None]
         return PushHistory(self.versions | other.versions, newer.labels, min(starts) if starts else None,
-                           newer.labels_time_ms)
+                           newer.labels_time_ms, min(births) if births else None)
 
 
 def push_history(store: metadata_store.MetadataStore, model_name: str, live_runs_possible: bool) -> PushHistory:
@@ -60,6 +64,9 @@ def push_history(store: metadata_store.MetadataStore, model_name: str, live_runs
             latest_labels_ms = change.create_time_since_epoch
             history.labels = {STABLE: properties[STABLE].int_value, CANARY: properties[CANARY].int_value}
     history.labels_time_ms = latest_labels_ms
+    first = store.get_executions(list_options=metadata_store.ListOptions(
+        limit=1, order_by=metadata_store.OrderByField.CREATE_TIME, is_asc=True))
+    history.records_since = first[0].create_time_since_epoch // 1000 if first else None
     if live_runs_possible:
         # A Pusher unfinished for longer than any push takes was killed (a server store
         # cannot tell a live run on another machine from a dead one any other way).

@@ -66,10 +66,13 @@ def recorded_state(run: mlmd_pb.Context) -> str | None:
     return run.custom_properties[RUN_STATE].string_value if RUN_STATE in run.custom_properties else None
 
 
-def abort_unfinished(store: metadata_store.MetadataStore, run_id: str | None = None) -> list[str]:
+def abort_unfinished(store: metadata_store.MetadataStore, run_id: str | None = None,
+                     failed_too: bool = False) -> list[str]:
     """Marks one run aborted (an interrupted one), or every run still marked running or with
     unfinished executions (only when no run can be alive, e.g. under the SQLite store's run
-    lock); returns the runs marked."""
+    lock); returns the runs marked. failed_too: the run's FAILED executions were stopped by
+    the interrupt (TFX records a component it interrupted as failed), so they are CANCELED too."""
+    stopped = (*UNFINISHED_STATES, mlmd_pb.Execution.FAILED) if failed_too else UNFINISHED_STATES
     if run_id is None:
         runs = store.get_contexts_by_type(RUN_CONTEXT)
     else:
@@ -77,7 +80,7 @@ def abort_unfinished(store: metadata_store.MetadataStore, run_id: str | None = N
         runs = [found] if found is not None else []
     touched = []
     for run in runs:
-        unfinished = [e for e in store.get_executions_by_context(run.id) if e.last_known_state in UNFINISHED_STATES]
+        unfinished = [e for e in store.get_executions_by_context(run.id) if e.last_known_state in stopped]
         for execution in unfinished:
             execution.last_known_state = mlmd_pb.Execution.CANCELED
             execution.custom_properties[ABORTED_MARK].int_value = 1
