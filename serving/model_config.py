@@ -138,7 +138,13 @@ def rollback(serving_root: str | Path, model_name: str) -> ModelStatus:
     if entry.version_labels.get(CANARY) == entry.version_labels.get(STABLE):
         raise ServingConfigError(f"{model_name!r} has no canary to roll back: canary and stable are both "
                                  f"version {entry.version_labels.get(STABLE)}")
-    entry.version_labels[CANARY] = entry.version_labels[STABLE]
+    stable = entry.version_labels[STABLE]
+    if stable not in push.versions(Path(serving_root) / model_name):
+        # Pointing the canary there would serve nothing under either label.
+        raise ServingConfigError(f"the stable version {stable} of {model_name!r} is not in "
+                                 f"{Path(serving_root) / model_name}, so the canary cannot roll back to it; "
+                                 "promote a version that is there (`turbotfx serving status` lists them)")
+    entry.version_labels[CANARY] = stable
     _serve_labelled(entry)
     write_config(serving_root, config)
     return status(serving_root, model_name)

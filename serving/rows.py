@@ -103,10 +103,17 @@ class RowSchema:
         return cls(schema, label_key, features, source=str(path), dates=dates, missing_values=missing_values)
 
     def rows_from_csv(self, path: Path) -> list[dict[str, Any]]:
-        """The rows of a CSV file with a header of feature names; an empty or NA cell is missing."""
-        with open(path, newline="") as handle:
-            return [{key: _csv_value(value, self.types.get(key)) for key, value in row.items()}
-                    for row in csv.DictReader(handle)]
+        """The rows of a CSV file with a header of feature names; an empty or NA cell is missing.
+        UTF-8, with or without the byte-order mark Excel writes (else the first feature's name
+        would carry it); any other encoding is one error naming the fix."""
+        try:
+            with open(path, newline="", encoding="utf-8-sig") as handle:
+                return [{key: _csv_value(value, self.types.get(key)) for key, value in row.items()}
+                        for row in csv.DictReader(handle)]
+        except UnicodeDecodeError as err:
+            line = path.read_bytes()[:err.start].count(b"\n") + 1
+            raise ServingClientError(f"{path} is not UTF-8 (byte {err.object[err.start]:#04x} on line {line}); "
+                                     "save it as UTF-8 (Excel: CSV UTF-8) and try again") from None
 
     def without_label(self, rows: Sequence[Any]) -> list[Any]:
         """Rows copied from the training data may carry the label; the model ignores it."""

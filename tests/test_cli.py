@@ -81,6 +81,20 @@ def test_schema_infer_writes_a_schema_to_curate(tmp_path):
     assert 'value: "Torgersen"' in text
 
 
+def test_schema_infer_never_overwrites_a_file_unless_forced(tmp_path):
+    root = tmp_path / "data"
+    prepare.write_penguins_csv(root / "penguins.csv", datasets.load("penguins"))
+    curated = tmp_path / "penguins.schema.pbtxt"
+    curated.write_text("# curated by hand\n")
+    refused = turbotfx("schema", "infer", "--data-root", str(root), "--output", str(curated), home=tmp_path / "ws")
+    assert refused.exit_code == 2 and "exists" in refused.output and "--force" in refused.output, refused.output
+    assert curated.read_text() == "# curated by hand\n"
+    forced = turbotfx("schema", "infer", "--data-root", str(root), "--output", str(curated), "--force",
+                      home=tmp_path / "ws")
+    assert forced.exit_code == 0, forced.output
+    assert 'name: "species"' in curated.read_text()
+
+
 def test_schema_infer_on_a_missing_directory(tmp_path):
     result = turbotfx("schema", "infer", "--data-root", str(tmp_path / "nope"), home=tmp_path / "ws")
     assert result.exit_code == 2
@@ -129,3 +143,46 @@ def test_a_reader_that_goes_away_is_no_traceback(args, tmp_path):
     process.wait(timeout=60)
     assert "Traceback" not in stderr and "BrokenPipe" not in stderr and "Exception ignored" not in stderr, stderr
     assert process.returncode in (0, 141)
+
+
+def test_serving_status_warns_of_a_label_on_a_version_that_is_gone(tmp_path):
+    from serving import model_config
+
+    serving_root = tmp_path / "ws" / "serving"
+    for version in (10, 11):
+        (serving_root / "penguins" / str(version)).mkdir(parents=True)
+        model_config.record_push(serving_root, "penguins", version)
+    (serving_root / "penguins" / "10").rmdir()  # the stable version's directory deleted by hand
+    result = turbotfx("serving", "status", home=tmp_path / "ws")
+    assert result.exit_code == 0, result.output
+    assert ("warning: the stable label of 'penguins' points at version 10, which is not in "
+            f"{serving_root / 'penguins'}") in result.output
+    assert "canary label" not in result.output
+
+
+def test_serving_status_answers_on_a_read_only_workspace_and_names_a_missing_one(tmp_path):
+    import os
+
+    from serving import model_config
+
+    serving_root = tmp_path / "ws" / "serving"
+    (serving_root / "penguins" / "10").mkdir(parents=True)
+    model_config.record_push(serving_root, "penguins", 10)
+    # Read-only even for root (the tests' usual user): the immutable flag; else the mode bits.
+    if os.geteuid() == 0:
+        if subprocess.run(["chattr", "+i", str(serving_root)], capture_output=True).returncode != 0:
+            pytest.skip("this file system has no immutable flag, and root writes past mode bits")
+        undo = ["chattr", "-i", str(serving_root)]
+    else:
+        serving_root.chmod(0o555)
+        undo = ["chmod", "755", str(serving_root)]
+    try:
+        result = turbotfx("serving", "status", home=tmp_path / "ws")
+    finally:
+        subprocess.run(undo, check=True)
+    assert result.exit_code == 0, result.output
+    assert "stable 10, canary 10" in result.output and "cannot be written" in result.output
+
+    missing = turbotfx("serving", "status", home=tmp_path / "nowhere")
+    assert missing.exit_code == 2 and f"no workspace at {tmp_path / 'nowhere'}" in missing.output, missing.output
+    assert not (tmp_path / "nowhere").exists()

@@ -86,6 +86,22 @@ def test_every_row_of_the_penguins_data_passes(tmp_path) -> None:
     schema.check([GENTOO, {"island": "Dream"}, {**GENTOO, "sex": None, "body_mass_g": None}])
 
 
+def test_a_csv_with_excels_byte_order_mark_reads_its_first_feature_by_name(tmp_path) -> None:
+    path = tmp_path / "rows.csv"
+    path.write_bytes("\ufeffisland,bill_length_mm,sex\nDream,40.1,female\n".encode("utf-8"))
+    rows = row_schema(PENGUINS).rows_from_csv(path)
+    assert rows == [{"island": "Dream", "bill_length_mm": 40.1, "sex": "female"}]
+
+
+def test_a_csv_in_another_encoding_is_one_error_naming_the_fix(tmp_path) -> None:
+    path = tmp_path / "rows.csv"
+    path.write_bytes("island,sex\nDream,female\nBiscoe,f\u00e9male\n".encode("cp1252"))  # é as one byte
+    with pytest.raises(ServingClientError) as err:
+        row_schema(PENGUINS).rows_from_csv(path)
+    assert str(err.value) == (f"{path} is not UTF-8 (byte 0xe9 on line 3); save it as UTF-8 (Excel: CSV UTF-8) "
+                              "and try again")
+
+
 @pytest.mark.parametrize("row, expected", [
     ({}, "row 0 has no feature values"),
     ({"species": "Adelie"}, "row 0 has no feature values"),  # the label alone: nothing to predict from

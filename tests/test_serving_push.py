@@ -105,6 +105,17 @@ def test_labels_follow_pushes_promotion_and_rollback(tmp_path) -> None:
     assert model_config.protected_versions(tmp_path, "penguins") == {10, 11}
 
 
+def test_no_rollback_onto_a_stable_version_whose_directory_is_gone(tmp_path) -> None:
+    _pushed(tmp_path, 10, 11)
+    model_config.record_push(tmp_path, "penguins", 10)
+    model_config.record_push(tmp_path, "penguins", 11)
+    (tmp_path / "penguins" / "10").rmdir()  # someone deleted the stable version's directory
+    before = (tmp_path / "models.config").read_bytes()
+    with pytest.raises(ServingConfigError, match="the stable version 10 of 'penguins' is not in"):
+        model_config.rollback(tmp_path, "penguins")
+    assert (tmp_path / "models.config").read_bytes() == before
+
+
 def test_models_config_is_what_tf_serving_reads(tmp_path) -> None:
     _pushed(tmp_path, 7)
     model_config.record_push(tmp_path, "penguins", 7)

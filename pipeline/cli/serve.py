@@ -5,7 +5,9 @@ pushed model in-process or from a TF Serving server over gRPC or REST."""
 from __future__ import annotations
 
 import argparse
+import errno
 import json
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -60,6 +62,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 # --- serving ---------------------------------------------------------------------------
 
 def handle_serving(args: argparse.Namespace) -> int:
+    home = cli_args.workspace_config(args).home_path
+    if not home.is_dir():
+        raise ConfigError(f"no workspace at {home}: run the pipeline there first (`turbotfx run --home {home}`), "
+                          "or name the workspace with --home or $TURBOTFX_HOME")
     configs = _chosen_models(args, every_model=args.serving_command == "status")
     reports = [_serve(args, config) for config in configs]
     if getattr(args, "format", "text") == "json":
@@ -72,6 +78,25 @@ def handle_serving(args: argparse.Namespace) -> int:
 
 def _serve(args: argparse.Namespace, config) -> dict[str, Any]:
     """One model's promote, rollback or status, checked against the push records first."""
+    from serving import model_config
+
+    serving_root, name = config.serving_dir.parent, config.serving_dir.name
+    try:
+        return _serve_checked(args, config)
+    except OSError as err:
+        if args.serving_command != "status" or err.errno not in _READ_ONLY_ERRNOS:
+            raise
+        # A status is a question: it answers from what is there, put right or not.
+        print(f"turbotfx: warning: {serving_root} cannot be written ({os.strerror(err.errno)}), so its versions "
+              "are not checked against the push records", file=sys.stderr)
+    return _report(model_config.status(serving_root, name), {})
+
+
+# A read-only workspace (a mounted copy, a locked-down folder) answers these.
+_READ_ONLY_ERRNOS = (errno.EACCES, errno.EPERM, errno.EROFS)
+
+
+def _serve_checked(args: argparse.Namespace, config) -> dict[str, Any]:
     from serving import model_config
 
     serving_root, name = config.serving_dir.parent, config.serving_dir.name
@@ -89,6 +114,11 @@ def _serve(args: argparse.Namespace, config) -> dict[str, Any]:
             # A lost models.config is rebuilt with these labels (serving/reconcile.py).
             assert current.stable is not None and current.canary is not None  # promote and rollback set both
             pushes.record_label_change(store, name, current.stable, current.canary)
+    for label, version in ((model_config.STABLE, current.stable), (model_config.CANARY, current.canary)):
+        if version is not None and version not in current.versions:
+            print(f"turbotfx: warning: the {label} label of {name!r} points at version {version}, which is not in "
+                  f"{config.serving_dir}: TF Serving serves nothing under it; promote a version that is there",
+                  file=sys.stderr)
     origins = {}
     if store is not None and args.serving_command == "status":
         from pipeline.provenance import lineage
