@@ -48,6 +48,29 @@ def test_a_config_write_that_fails_after_the_rename_leaves_no_version(tmp_path, 
     assert sorted(p.name for p in (root / MODEL).iterdir()) == [str(first)]  # no staging, no leftovers
 
 
+def test_a_failure_after_the_config_was_written_puts_the_old_config_back(tmp_path, monkeypatch) -> None:
+    """The new config is on disk (TF Serving may already read it) when the push fails: the
+    config is restored, then the version removed, so nothing names a missing version."""
+    source = saved_model(tmp_path / "model")
+    root = tmp_path / "serving"
+    first = _push(root, source)
+    config_before = (root / "models.config").read_bytes()
+    real_write = model_config.write_config
+    written = []
+
+    def write_then_fail(serving_root, config):
+        real_write(serving_root, config)
+        written.append((root / "models.config").read_bytes())
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(model_config, "write_config", write_then_fail)
+    with pytest.raises(OSError, match="Input/output error"):
+        publish.push_and_label(source, root / MODEL, {})
+    assert written and written[0] != config_before  # the failure came after a real write
+    assert (root / "models.config").read_bytes() == config_before
+    assert push.versions(root / MODEL) == [first]
+
+
 @pytest.mark.parametrize("garbage", [b"\xb0\x93\x00\xff binary", b"model_config_list { config { nme: 'x' } }"],
                          ids=["binary", "text"])
 def test_a_damaged_config_is_refused_before_anything_is_copied(tmp_path, garbage) -> None:
