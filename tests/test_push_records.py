@@ -179,3 +179,29 @@ def test_a_damaged_sibling_store_takes_no_version_down(tmp_path) -> None:
     assert push_lib.versions(first_config.serving_dir) == before.versions and len(before.versions) == 2
     [message] = result.messages()
     assert str(other_config.metadata_path) in message and "nothing was set aside" in message
+
+
+def test_a_lost_models_config_gets_the_labels_last_recorded_not_a_guess(tmp_path) -> None:
+    """Two pushes, then a rollback: the labels last recorded (stable 100, canary 100) differ
+    from the fallback for a config without records (the newest version as both)."""
+    from pipeline import workspace
+    from pipeline.config import PipelineConfig
+    from serving import model_config
+
+    config = PipelineConfig(home=str(tmp_path / "ws"))
+    serving_root = config.serving_dir.parent
+    store = Store(open_store(sqlite_url(config.metadata_path)))
+    run = store.run("run-1")
+    for version, stable in ((100, 100), (200, 100)):
+        (config.serving_dir / str(version)).mkdir(parents=True)
+        model_config.record_push(serving_root, "penguins", version)
+        store.execution(run, PUSHER, outputs=[labelled_push(str(version), stable=stable)])
+    model_config.rollback(serving_root, "penguins")
+    pushes.record_label_change(store.mlmd, "penguins", stable=100, canary=100)  # as `serving rollback` does
+    model_config.config_path(serving_root).unlink()  # the config lost
+
+    result = workspace.reconcile_serving(config, store.mlmd, live_runs_possible=False)
+
+    assert result.rebuilt_labels == {"stable": 100, "canary": 100}
+    rebuilt = model_config.status(serving_root, "penguins")
+    assert (rebuilt.stable, rebuilt.canary, rebuilt.versions) == (100, 100, [100, 200])
