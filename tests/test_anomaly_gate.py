@@ -76,3 +76,38 @@ def test_missing_label_column_is_an_anomaly(tmp_path, penguin_rows):
     rows = [{k: v for k, v in row.items() if k != "species"} for row in penguin_rows[:20]]
     with pytest.raises(executor.AnomaliesFoundError, match=r"\] species: "):
         _run_gate(_anomalies_artifact(tmp_path, rows))
+
+
+def _split_artifact(tmp_path, rows_by_split: dict[str, list[dict]], schema=None) -> standard_artifacts.ExampleAnomalies:
+    """ExampleValidator's output for several splits, each validated on its own rows."""
+    schema = schema or tfdv.load_schema_text(str(datasets.load("penguins").schema))
+    artifact = standard_artifacts.ExampleAnomalies()
+    artifact.uri = str(tmp_path / "anomalies")
+    artifact.split_names = artifact_utils.encode_split_names(list(rows_by_split))
+    for split, rows in rows_by_split.items():
+        csv_path = tmp_path / f"{split}.csv"
+        with open(csv_path, "w", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+        anomalies = tfdv.validate_statistics(tfdv.generate_statistics_from_csv(str(csv_path)), schema)
+        split_dir = tmp_path / "anomalies" / f"Split-{split}"
+        os.makedirs(split_dir)
+        (split_dir / executor.BINARY_FILE).write_bytes(anomalies.SerializeToString())
+    return artifact
+
+
+def test_a_bad_row_in_the_second_split_stops_the_run(tmp_path, penguin_rows):
+    rows = {"train": penguin_rows[:50], "eval": penguin_rows[50:80] + [{**GOOD_ROW, "island": "Atlantis"}]}
+    with pytest.raises(executor.AnomaliesFoundError) as err:
+        _run_gate(_split_artifact(tmp_path, rows))
+    assert "[eval] island:" in str(err.value) and "[train]" not in str(err.value)
+
+
+def test_an_anomaly_of_the_whole_split_stops_the_run(tmp_path, penguin_rows):
+    """Too few rows for the schema's dataset constraint: no feature is wrong, the split is."""
+    schema = tfdv.load_schema_text(str(datasets.load("penguins").schema))
+    schema.dataset_constraints.min_examples_count = 1000
+    artifact = _split_artifact(tmp_path, {"train": penguin_rows[:50]}, schema)
+    with pytest.raises(executor.AnomaliesFoundError, match=r"\[train\] \(dataset\): "):
+        _run_gate(artifact)
