@@ -105,6 +105,28 @@ class StudyResult:
     wall_s: float
 
 
+# Processes that start together on an empty storage race to create Optuna's tables (MySQL:
+# "Table ... already exists"); the one that loses finds them made when it tries again.
+CREATE_ATTEMPTS = 5
+CREATE_RETRY_S = 0.5
+
+
+def _create_or_join(request: StudyRequest) -> optuna.Study:
+    from sqlalchemy import exc as sql_errors
+
+    for attempt in range(1, CREATE_ATTEMPTS + 1):
+        try:
+            return optuna.create_study(
+                study_name=request.study_name, storage=request.storage, direction="minimize", load_if_exists=True,
+                sampler=optuna.samplers.TPESampler(seed=request.seed),
+                pruner=optuna.pruners.MedianPruner(n_startup_trials=PRUNER_STARTUP_TRIALS))
+        except (sql_errors.OperationalError, sql_errors.ProgrammingError, sql_errors.IntegrityError):
+            if attempt == CREATE_ATTEMPTS:
+                raise
+            time.sleep(CREATE_RETRY_S * attempt)
+    raise AssertionError("unreachable")
+
+
 def run_study(fn_args: FnArgs, base: TrainingConfig, request: StudyRequest,
               on_trial: Callable[[TrialRecord, TrialRecord | None], None] = lambda trial, best: None) -> StudyResult:
     """Runs trials until the request's count or time is reached (counting every process's
@@ -112,10 +134,7 @@ def run_study(fn_args: FnArgs, base: TrainingConfig, request: StudyRequest,
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     dimensions = request.dimensions
     kinds = {field.name: type(field.default) for field in dataclasses.fields(TrainingConfig)}
-    study = optuna.create_study(
-        study_name=request.study_name, storage=request.storage, direction="minimize", load_if_exists=True,
-        sampler=optuna.samplers.TPESampler(seed=request.seed),
-        pruner=optuna.pruners.MedianPruner(n_startup_trials=PRUNER_STARTUP_TRIALS))
+    study = _create_or_join(request)
     for values in request.first:
         study.enqueue_trial(search_space.as_sampler_params(dimensions, _inside(dimensions, values)),
                             skip_if_exists=True)

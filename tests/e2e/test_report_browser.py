@@ -36,7 +36,8 @@ def test_the_report_draws_in_chromium_offline_without_errors(first_run, tmp_path
         # confusion matrix, the latencies and the lineage graph: each a box with marks in it.
         drawn = [b for b in boxes if b["w"] > 100 and b["h"] > 80 and b["marks"] >= 5]
         assert len(drawn) == len(boxes) >= 13, boxes
-        assert {b["section"] for b in boxes} == {"summary", "data", "training", "evaluation", "serving", "lineage"}
+        assert {b["section"] for b in boxes} == {"summary", "data", "training", "evaluation", "importance", "serving",
+                                                 "lineage"}
         png = full_page_screenshot(browser, tmp_path / "report.png")
     image = Image.open(io.BytesIO(png)).convert("RGB")
     assert image.width == 1280 and image.height > 3000
