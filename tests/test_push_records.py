@@ -123,12 +123,11 @@ def test_a_pusher_unfinished_for_longer_than_a_push_takes_is_not_in_flight(tmp_p
     assert pushes.push_history(store.mlmd, "penguins", live_runs_possible=True).in_flight_since is None
 
 
-def test_every_store_of_the_workspace_vouches_for_its_pushes(tmp_path) -> None:
-    """Each --pipeline-name keeps a store of its own and pushes into the one serving directory."""
-    from pipeline import workspace
+def _two_pipelines_pushed(tmp_path):
+    """The default pipeline and exp2, each with its own store, each pushed once into the one
+    serving directory with its push recorded: (first config, exp2's config, stores by name)."""
     from pipeline.config import PipelineConfig
-    from serving import model_config, publish
-    from serving import push as push_lib
+    from serving import publish
     from tests.test_push_transaction import saved_model
 
     first_config = PipelineConfig(home=str(tmp_path / "ws"))
@@ -140,6 +139,16 @@ def test_every_store_of_the_workspace_vouches_for_its_pushes(tmp_path) -> None:
         stores[config.pipeline_name] = Store(open_store(sqlite_url(config.metadata_path)))
         stores[config.pipeline_name].execution(stores[config.pipeline_name].run("run-1"), PUSHER,
                                                outputs=[labelled_push(str(version), stable=labels["stable"])])
+    return first_config, other_config, stores
+
+
+def test_every_store_of_the_workspace_vouches_for_its_pushes(tmp_path) -> None:
+    """Each --pipeline-name keeps a store of its own and pushes into the one serving directory."""
+    from pipeline import workspace
+    from serving import model_config
+    from serving import push as push_lib
+
+    first_config, other_config, stores = _two_pipelines_pushed(tmp_path)
     versions = push_lib.versions(first_config.serving_dir)
     for config in (first_config, other_config):
         result = workspace.reconcile_serving(config, stores[config.pipeline_name].mlmd, live_runs_possible=False)
@@ -152,20 +161,10 @@ def test_a_damaged_sibling_store_takes_no_version_down(tmp_path) -> None:
     """exp2's store holds the record of the version it pushed; with that store damaged, the
     default pipeline's store cannot tell that push from an orphan, so nothing is set aside."""
     from pipeline import workspace
-    from pipeline.config import PipelineConfig
-    from serving import model_config, publish
+    from serving import model_config
     from serving import push as push_lib
-    from tests.test_push_transaction import saved_model
 
-    first_config = PipelineConfig(home=str(tmp_path / "ws"))
-    other_config = PipelineConfig(home=str(tmp_path / "ws"), pipeline_name="exp2")
-    source = saved_model(tmp_path / "model")
-    stores = {}
-    for config in (first_config, other_config):
-        version, _, labels = publish.push_and_label(source, config.serving_dir, {})
-        stores[config.pipeline_name] = Store(open_store(sqlite_url(config.metadata_path)))
-        stores[config.pipeline_name].execution(stores[config.pipeline_name].run("run-1"), PUSHER,
-                                               outputs=[labelled_push(str(version), stable=labels["stable"])])
+    first_config, other_config, stores = _two_pipelines_pushed(tmp_path)
     serving_root = first_config.serving_dir.parent
     model_config.promote(serving_root, "penguins")  # exp2's push becomes stable
     before = model_config.status(serving_root, "penguins")

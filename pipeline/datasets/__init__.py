@@ -15,6 +15,7 @@ The package is the data wing; beside the dataset file (this module):
   prepare    a run's input: a built-in's rows written, the files checked, the curated
              schema copied by content
   synthetic  the synthetic dataset's generator (synthetic.toml describes its rows)
+  names      the TF names columns become: two that clash, one the serving signature takes
 """
 
 from __future__ import annotations
@@ -31,10 +32,10 @@ from typing import Any, cast
 import tomli
 
 from components.reporting_evaluator import keys as evaluator_keys
+from pipeline.datasets.names import RESERVED_FIX, identifier_clash, reserved_name
 from pipeline.errors import ConfigError
 from serving.contract import EXAMPLES_INPUT
 from trainer_module import config as training_config
-from trainer_module import features
 from trainer_module.config import TrainingConfig
 from trainer_module.features import BINARY, MULTICLASS, REGRESSION, TASKS, Categorical, FeatureSpec
 from trainer_module.search_space import TuningConfig
@@ -161,26 +162,6 @@ class Dataset:
     def fingerprint(self) -> str:
         """A hash of the file's bytes: what MLMD records to tell two versions apart."""
         return hashlib.sha256(self.path.read_bytes()).hexdigest()[:16]
-
-
-def identifier_clash(columns: list[str]) -> tuple[str, str, str] | None:
-    """The first two columns that become the same TF name, and that name; None: no two do."""
-    seen: dict[str, str] = {}
-    for column in columns:
-        name = features.identifier(column)
-        if name in seen:
-            return seen[name], column, name
-        seen[name] = column
-    return None
-
-
-def reserved_name(columns: list[str]) -> str | None:
-    """The first column whose TF name is the serving signature's input ('examples'): TFMA
-    and the signatures would take the one for the other, failing the run at the Evaluator."""
-    return next((column for column in columns if features.identifier(column) == EXAMPLES_INPUT), None)
-
-
-RESERVED_FIX = "rename that column in the data (the serving signature takes its input by that name)"
 
 
 def builtin_names() -> tuple[str, ...]:

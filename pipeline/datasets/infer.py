@@ -39,13 +39,11 @@ from pipeline.datasets import (
     DEFAULT_BLESSING,
     FORMATS,
     NAME_RE,
-    RESERVED_FIX,
     checks,
-    identifier_clash,
     leaks,
-    reserved_name,
     table,
 )
+from pipeline.datasets.names import RESERVED_FIX, identifier_clash, reserved_name
 from pipeline.errors import ConfigError, listed, shown
 from trainer_module import config as training_config
 from trainer_module.features import BINARY, DATE_PATTERN, MULTICLASS, NUMBER_PATTERN, REGRESSION, TASKS

@@ -25,7 +25,7 @@ from components.reporting_trainer.keys import from_json_property
 from components.serving_check import keys as check_keys
 from pipeline import datasets
 from tests.conftest import turbotfx
-from tests.e2e.test_yardsticks import feature_value, latest_artifact, predict, split_examples
+from tests.e2e.test_yardsticks import feature_value, homes_dataset, latest_artifact, predict, split_examples
 from tests.report_page import Page, read_page
 from trainer_module.config import TrainingConfig
 
@@ -235,18 +235,7 @@ def _run_id(page: Page) -> str:
 
 
 def test_a_regression_report_shows_its_yardsticks_and_each_bagged_models_curves(tmp_path):
-    rows = 400
-    rng = np.random.default_rng(5)
-    size = rng.gamma(2.0, 50.0, rows).round(1)
-    kind = rng.choice(["flat", "house", "barn"], rows)
-    price = (3.0 * size + np.where(kind == "house", 200.0, 0.0) + rng.normal(0, 20, rows) + 50).round(2)
-    data_root = tmp_path / "data"
-    data_root.mkdir()
-    pd.DataFrame({"size": size, "kind": kind, "price": price}).to_csv(data_root / "homes.csv", index=False)
-    home, dataset_file = tmp_path / "ws", tmp_path / "homes.toml"
-    init = turbotfx("init", "--data-root", str(data_root), "--label", "price", "--output", str(dataset_file),
-                    home=home)
-    assert init.exit_code == 0, init.output
+    home, dataset_file = homes_dataset(tmp_path)
     run = turbotfx("run", "--dataset", str(dataset_file), "--epochs", "4", "--blessing-threshold", "1e9", home=home)
     assert run.exit_code == 0, run.output
     page = read_page(report_of(run.stdout))

@@ -108,12 +108,16 @@ def test_penguins_run_prints_each_epoch_and_records_honest_yardsticks(first_run)
     assert props[keys.EVAL_METRIC].double_value == pytest.approx(np.mean(predicted_eval == eval_species), abs=0.03)
 
 
-def test_a_regression_records_the_train_mean_as_its_trivial_baseline(tmp_path):
-    rows = 400
+HOMES_ROWS = 400
+
+
+def homes_dataset(tmp_path: Path) -> tuple[Path, Path]:
+    """A regression table (a price from a size and a kind of home) after `turbotfx init`:
+    the workspace and the dataset file init wrote."""
     rng = np.random.default_rng(5)
-    size = rng.gamma(2.0, 50.0, rows).round(1)
-    kind = rng.choice(["flat", "house", "barn"], rows)
-    price = (3.0 * size + np.where(kind == "house", 200.0, 0.0) + rng.normal(0, 20, rows) + 50).round(2)
+    size = rng.gamma(2.0, 50.0, HOMES_ROWS).round(1)
+    kind = rng.choice(["flat", "house", "barn"], HOMES_ROWS)
+    price = (3.0 * size + np.where(kind == "house", 200.0, 0.0) + rng.normal(0, 20, HOMES_ROWS) + 50).round(2)
     data_root = tmp_path / "data"
     data_root.mkdir()
     pd.DataFrame({"size": size, "kind": kind, "price": price}).to_csv(data_root / "homes.csv", index=False)
@@ -121,6 +125,12 @@ def test_a_regression_records_the_train_mean_as_its_trivial_baseline(tmp_path):
     init = turbotfx("init", "--data-root", str(data_root), "--label", "price", "--output", str(dataset_file),
                     home=home)
     assert init.exit_code == 0 and "regression" in init.output, init.output
+    return home, dataset_file
+
+
+def test_a_regression_records_the_train_mean_as_its_trivial_baseline(tmp_path):
+    rows = HOMES_ROWS
+    home, dataset_file = homes_dataset(tmp_path)
     # Enough epochs to beat the mean by far: the run is blessed (a verdict may refuse a model no
     # better than the trivial baseline, whatever the threshold).
     run = turbotfx("run", "--dataset", str(dataset_file), "--epochs", "10", "--blessing-threshold", "1e9",
