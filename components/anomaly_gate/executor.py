@@ -11,6 +11,8 @@ from tfx.dsl.components.base import base_executor
 from tfx.types import artifact_utils
 from tfx.utils import io_utils
 
+from components.anomaly_gate.describe import describe
+
 BINARY_FILE = "SchemaDiff.pb"
 TEXT_FILE = "anomalies.pbtxt"
 
@@ -48,16 +50,12 @@ def format_report(found: dict[str, anomalies_pb2.Anomalies]) -> str:
     lines = ["the data does not match the schema:"]
     for split, anomalies in sorted(found.items()):
         if anomalies.HasField("dataset_anomaly_info"):
-            lines.append(f"  [{split}] (dataset): {_describe(anomalies.dataset_anomaly_info)}")
+            lines.append(f"  [{split}] (dataset): {describe(anomalies.dataset_anomaly_info)}")
         for feature, info in sorted(anomalies.anomaly_info.items()):
-            lines.append(f"  [{split}] {feature}: {_describe(info)}")
+            lines.append(f"  [{split}] {feature}: {describe(info)}")
     lines.append(
         "fix the rows named above, or, if the new values are legitimate, update the schema "
         "(`turbotfx schema infer` proposes one)"
     )
     return "\n".join(lines)
 
-
-def _describe(info: anomalies_pb2.AnomalyInfo) -> str:
-    details = "; ".join(reason.description for reason in info.reason if reason.description)
-    return f"{info.short_description}: {details}" if details else info.short_description

@@ -11,6 +11,8 @@ from typing import Iterator
 
 from tensorflow_metadata.proto.v0 import anomalies_pb2, statistics_pb2
 
+from components.anomaly_gate.describe import describe
+
 # TFX's file names inside each Split-<name> folder of an artifact.
 STATISTICS_FILE = "FeatureStats.pb"
 ANOMALIES_FILE = "SchemaDiff.pb"
@@ -94,15 +96,11 @@ def read_anomalies(artifact_uri: str) -> dict[str, list[tuple[str, str]]]:
         anomalies = anomalies_pb2.Anomalies.FromString(path.read_bytes())
         listed = []
         if anomalies.HasField("dataset_anomaly_info"):
-            listed.append(("(dataset)", _describe(anomalies.dataset_anomaly_info)))
-        listed += [(feature, _describe(info)) for feature, info in sorted(anomalies.anomaly_info.items())]
+            listed.append(("(dataset)", describe(anomalies.dataset_anomaly_info)))
+        listed += [(feature, describe(info)) for feature, info in sorted(anomalies.anomaly_info.items())]
         found[split] = listed
     return found
 
-
-def _describe(info: anomalies_pb2.AnomalyInfo) -> str:
-    details = "; ".join(reason.description for reason in info.reason if reason.description)
-    return f"{info.short_description}: {details}" if details else info.short_description
 
 
 # --- TensorBoard scalars --------------------------------------------------------------------
