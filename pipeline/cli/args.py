@@ -242,7 +242,7 @@ def add_beam_runner_args(group, runners: Sequence[str], runner_help: str) -> Non
                        help=f"Spark: the job server jar (default: {beam_args.default_spark_job_server_jar()})")
     group.add_argument("--job-endpoint", help="Flink / Spark: a Beam job server already running, HOST:PORT")
     group.add_argument("--worker-pool", help="Flink / Spark: a Beam Python worker pool with turbotfx installed, "
-                                             "HOST:PORT (python -m apache_beam.runners.worker.worker_pool_main)")
+                                             "HOST:PORT (python -m pipeline.runners.worker_pool, on loopback)")
     group.add_argument("--beam-arg", action="append", default=[], metavar="--NAME=VALUE",
                        help="extra Beam pipeline arg, repeatable (e.g. --beam-arg=--max_num_workers=20)")
 
@@ -253,7 +253,8 @@ def beam_options_from_args(args: argparse.Namespace, **cloud: str | None):
 
     return beam_args.BeamOptions(
         runner=args.beam_runner, spark_master=args.spark_master, spark_job_server_jar=args.spark_job_server_jar,
-        job_endpoint=args.job_endpoint, worker_pool=args.worker_pool, extra=tuple(args.beam_arg), **cloud)
+        job_endpoint=args.job_endpoint, worker_pool=args.worker_pool, extra=tuple(args.beam_arg),
+        spark_driver_host=getattr(args, "spark_driver_host", None), **cloud)
 
 
 def config_from_args(args: argparse.Namespace, ignore: tuple[str, ...] = ()) -> PipelineConfig:

@@ -31,6 +31,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     beam = run.add_argument_group("Beam on a cluster (ExampleGen, StatisticsGen, Transform, Evaluator)")
     cli_args.add_beam_runner_args(beam, LOCAL_RUNNERS, "where the Beam components run "
                                                        "(default: direct, here, in the --beam-mode)")
+    beam.add_argument("--spark-driver-host", metavar="ADDRESS",
+                      help="Spark: the address of this machine that the driver and its UI listen on, which "
+                           "the executors connect back to (default: loopback, for a master on this machine)")
     cli_args.add_metadata_url(
         run, "MLMD store: sqlite:///PATH, mysql://USER@HOST[:PORT]/DB or postgresql://USER@HOST[:PORT]/DB; "
              "password in $TURBOTFX_METADATA_PASSWORD (default: SQLite in the workspace)")

@@ -28,6 +28,7 @@ class BeamOptions:
     spark_master: str | None = None  # spark://HOST:PORT: Beam starts the job server from the jar
     spark_job_server_jar: str | None = None  # default: the one `make cluster-deps` builds
     worker_pool: str | None = None  # HOST:PORT of a Beam worker pool (EXTERNAL environment)
+    spark_driver_host: str | None = None  # `run` on Spark: where the driver listens; default loopback
     extra: tuple[str, ...] = ()  # --beam-arg pass-through, appended last (so it wins)
 
 
@@ -107,5 +108,5 @@ def _worker_environment(options: BeamOptions, worker_image: str | None, name: st
     if worker_image:
         return ["--environment_type=DOCKER", f"--environment_config={worker_image}"]
     raise ConfigError(f"the {name} runner needs Python workers with turbotfx installed: give --worker-pool "
-                      "HOST:PORT (a Beam worker pool, python -m apache_beam.runners.worker.worker_pool_main), "
+                      "HOST:PORT (a Beam worker pool, python -m pipeline.runners.worker_pool), "
                       "or, in a compiled pipeline, --worker-image IMAGE")

@@ -12,7 +12,7 @@ from tfx.orchestration.portable import runtime_parameter_utils
 from components.serving_check import loader_process
 from pipeline.config import MULTI_PROCESS_THRESHOLD_BYTES, PipelineConfig
 from pipeline.datasets import table
-from pipeline.runners import beam_tuning, cluster
+from pipeline.runners import beam_tuning, cluster, loopback
 from pipeline.runners.beam_args import BeamOptions
 from pipeline.store import connection
 from pipeline.store.url import parse_url
@@ -25,6 +25,13 @@ def beam_mode(config: PipelineConfig, data_root: Path) -> str:
     if table.data_size_bytes(data_root, config.spec.format) > MULTI_PROCESS_THRESHOLD_BYTES:
         return "multi_process"
     return "in_memory"
+
+
+def prepare_direct_runner(mode: str) -> list[str]:
+    """Readies this process's DirectRunner for mode (threads, loopback-only servers); its args."""
+    beam_tuning.tune(mode)
+    loopback.bind_beam_servers_to_loopback()
+    return beam_pipeline_args(mode)
 
 
 def beam_pipeline_args(mode: str) -> list[str]:
@@ -74,9 +81,9 @@ def run(config: PipelineConfig, data_root: Path, run_id: str | None = None,
     from pipeline.pipeline import create_pipeline
 
     if beam is None or beam.runner == "direct":
+        beam = BeamOptions()
         mode = beam_mode(config, data_root)
-        beam_tuning.tune(mode)
-        args, described = beam_pipeline_args(mode), f"{mode} DirectRunner"
+        args, described = prepare_direct_runner(mode), f"{mode} DirectRunner"
     else:
         args, described = cluster.pipeline_args(beam), cluster.describe(beam)
     pipeline = create_pipeline(
@@ -86,6 +93,6 @@ def run(config: PipelineConfig, data_root: Path, run_id: str | None = None,
         metadata_connection_config=metadata_config(config),
     )
     # The serving check's process imports TensorFlow while ExampleGen..Trainer run.
-    with loader_process.prestarted():
+    with loader_process.prestarted(), cluster.spark_driver_address(beam):
         (_NamedRunDagRunner(run_id) if run_id else LocalDagRunner()).run(pipeline)
     return described

@@ -17,6 +17,7 @@ from pipeline.config import PipelineConfig
 from pipeline.runners.spark.local_cluster import SparkCluster, free_port, spark_cluster
 from pipeline.store import connection, url
 from tests.conftest import FAST_RUN_ARGS, CliResult, turbotfx
+from tests.listening import ListeningSockets
 from trainer_module import features
 
 pytestmark = [pytest.mark.e2e, pytest.mark.cluster]
@@ -37,10 +38,18 @@ def cluster(tmp_path_factory) -> Iterator[SparkCluster]:
 
 
 @pytest.fixture(scope="module")
-def spark_run(cluster: SparkCluster, tmp_path_factory) -> CliResult:
+def listening_during_the_run() -> ListeningSockets:
+    """Everything this test process started (the cluster's JVMs, the worker pool, the run with
+    the job server Beam starts, executors, SDK workers), sampled while the run lasts."""
+    return ListeningSockets(os.getpid())
+
+
+@pytest.fixture(scope="module")
+def spark_run(cluster: SparkCluster, listening_during_the_run, tmp_path_factory) -> CliResult:
     home = tmp_path_factory.mktemp("spark-workspace")
-    result = turbotfx("run", *FAST_RUN_ARGS, "--beam-runner", "spark", "--spark-master", cluster.master_url,
-                      "--worker-pool", cluster.worker_pool, home=home, timeout=1200)
+    with listening_during_the_run:
+        result = turbotfx("run", *FAST_RUN_ARGS, "--beam-runner", "spark", "--spark-master", cluster.master_url,
+                          "--worker-pool", cluster.worker_pool, home=home, timeout=1200)
     assert result.exit_code == 0, result.output
     return result
 
@@ -51,6 +60,26 @@ def test_the_beam_components_ran_on_the_cluster(spark_run, cluster):
     applications = (cluster.log_dir / "master.log").read_text().count("Registered app BeamApp")
     assert applications >= 4, applications
     assert "Starting worker with command" in (cluster.log_dir / "worker-pool.log").read_text()
+
+
+# Beam's Java Fn API servers (the job server's job and artifact services, each executor's
+# control, data, state, logging services): Beam 2.59's ServerFactory advertises loopback but
+# binds NettyServerBuilder.forPort, every interface, and takes no setting (README: what
+# listens where). Everything else must be on loopback.
+BEAM_JAVA_PROCESSES = ("CoarseGrainedExecutorBackend", "beam-spark-job-server.jar")
+
+
+def test_the_cluster_and_the_run_listen_on_loopback_only(spark_run, listening_during_the_run):
+    sockets = listening_during_the_run
+    names = {name for name, _, _ in sockets.seen}
+    assert "java" in names and "python" in names, sockets.seen  # the sampling saw them
+    beyond = [line for line in sockets.not_on_loopback().splitlines()
+              if not (line.startswith(":::") and any(process in line for process in BEAM_JAVA_PROCESSES))]
+    assert not beyond, "\n" + "\n".join(beyond)
+    # The job server's Spark driver and its UI (4040 unless taken) are on loopback.
+    job_server = [port for name, address, port in sockets.seen
+                  if "beam-spark-job-server.jar" in sockets.command_of_port.get(port, "") and address != "::"]
+    assert job_server, sockets.seen
 
 
 def test_statistics_and_splits_agree_with_the_direct_runner(spark_run, first_run):

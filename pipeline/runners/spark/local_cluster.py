@@ -1,7 +1,8 @@
 """A Spark standalone cluster on loopback, for the tests, the benchmarks and a first try of
 `turbotfx run --beam-runner spark` on one machine: a master and a worker
 (separate JVMs, the worker starting executor JVMs as on a real cluster) and a Beam Python
-worker pool (EXTERNAL environment) that the executors hand Python stages to. The pool runs in
+worker pool (EXTERNAL environment) that the executors hand Python stages to, all listening on
+loopback only. The pool runs in
 this project's virtualenv, where turbotfx is installed, from a folder outside the source tree,
 so workers import the project as a real worker machine would: from the installed package.
 """
@@ -115,8 +116,7 @@ def spark_cluster(root: Path, worker_cores: int = 2, worker_memory: str = "4g") 
         pool_env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
         pool_env.pop("PYTHONPATH", None)
         processes.append(_start(
-            [sys.executable, "-m", "apache_beam.runners.worker.worker_pool_main",
-             f"--service_port={pool_port}"], log_dir / "worker-pool.log", pool_env, root))
+            [sys.executable, "-m", "pipeline.runners.worker_pool", f"--service_port={pool_port}"], log_dir / "worker-pool.log", pool_env, root))
         _wait(lambda: _alive_workers(master_ui) >= 1, "Spark master and worker", processes, log_dir)
         _wait(lambda: _accepts(pool_port), "Beam worker pool", processes, log_dir)
         yield SparkCluster(master_url=master_url, worker_pool=f"127.0.0.1:{pool_port}", log_dir=log_dir)
