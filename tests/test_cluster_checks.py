@@ -3,6 +3,8 @@ before any component runs (no run recorded in the store)."""
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import socket
 from pathlib import Path
 
@@ -93,3 +95,46 @@ def test_the_launcher_jar_names_every_jar_and_the_main_class(tmp_path):
     assert attributes["Main-Class"] == "org.apache.beam.runners.spark.SparkJobServerDriver"
     assert attributes["Class-Path"].split(" ") == [f"jars/{name}" for name in sorted(names)]
     assert "java.base/sun.nio.ch" in attributes["Add-Opens"].split(" ")
+
+
+def test_a_master_on_another_machine_needs_the_drivers_address(tmp_path, job_server_jar, listening_port):
+    """The driver listens on loopback unless told otherwise; executors elsewhere could not reach
+    it. Refused before any connection (192.0.2.1 is a documentation address, never contacted)."""
+    result = turbotfx("run", "--beam-runner", "spark", "--spark-master", "spark://192.0.2.1:7077",
+                      "--worker-pool", f"127.0.0.1:{listening_port}", home=tmp_path / "home", env=job_server_jar)
+    assert_refused(result, "the Spark master at spark://192.0.2.1:7077 is on another machine")
+    assert "give --spark-driver-host" in result.output
+
+
+def test_the_drivers_address_is_set_for_the_run_only(monkeypatch):
+    from pipeline.runners import cluster
+    from pipeline.runners.beam_args import BeamOptions
+
+    monkeypatch.setenv(cluster.SPARK_LOCAL_IP, "10.1.2.3")
+    on_spark = BeamOptions(runner="spark", spark_master="spark://127.0.0.1:7077")
+    with cluster.spark_driver_address(on_spark):
+        assert os.environ[cluster.SPARK_LOCAL_IP] == "127.0.0.1"
+    with cluster.spark_driver_address(dataclasses.replace(on_spark, spark_driver_host="10.9.9.9")):
+        assert os.environ[cluster.SPARK_LOCAL_IP] == "10.9.9.9"
+    assert os.environ[cluster.SPARK_LOCAL_IP] == "10.1.2.3"
+
+
+def test_a_spark_master_port_that_is_not_spark(tmp_path, job_server_jar, listening_port):
+    """A web server (the master's UI port, given by mistake) answers the probe in HTTP: one
+    line in seconds, not Beam's job server failing after a minute and a page of Java."""
+    import http.server
+    import threading
+    import time
+
+    web = http.server.HTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
+    threading.Thread(target=web.serve_forever, daemon=True).start()
+    master = f"spark://127.0.0.1:{web.server_address[1]}"
+    started = time.monotonic()
+    try:
+        result = turbotfx("run", "--beam-runner", "spark", "--spark-master", master,
+                          "--worker-pool", f"127.0.0.1:{listening_port}", home=tmp_path / "home", env=job_server_jar)
+    finally:
+        web.shutdown()
+    assert_refused(result, f"{master} answers, but not as a Spark master (")
+    assert "HTML" in result.output and "7077" in result.output  # what it said; the port to give
+    assert time.monotonic() - started < 60
