@@ -9,6 +9,7 @@ import textwrap
 
 import pytest
 
+from tests import REPO
 from trainer_module import hardware
 from trainer_module.hardware import Devices
 
@@ -143,3 +144,46 @@ def test_linear_learning_rate_scaling_is_opt_in():
     assert train.effective_learning_rate(plain, replicas=4) == 0.01
     scaled = TrainingConfig.from_config({"learning_rate": 0.01, "scale_learning_rate": True})
     assert train.effective_learning_rate(scaled, replicas=4) == pytest.approx(0.04)
+
+
+# The Trainer's own path to its model: setup() from the Trainer's FnArgs, then Setup.build,
+# under `mirrored` over two logical CPUs. A numeric-only regression spec: setup() reads no
+# vocabulary, so the Transform output it is handed can be an empty directory.
+SCALED_OPTIMIZER_SCRIPT = textwrap.dedent(
+    """
+    import json, os, sys, tempfile
+    os.environ["TF_USE_LEGACY_KERAS"] = "1"
+    import tensorflow as tf
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(
+        cpu, [tf.config.LogicalDeviceConfiguration(), tf.config.LogicalDeviceConfiguration()])
+    from tfx.components.trainer.fn_args_utils import FnArgs
+    from trainer_module import config, features, model, train
+    from trainer_module.config import TrainingConfig
+
+    spec = features.FeatureSpec(dataset="penguins", task=features.REGRESSION, label_key="body_mass_g",
+                                numeric_keys=("bill_length_mm", "flipper_length_mm"), categoricals=())
+    found = {}
+    for scaled in (False, True):
+        knobs = TrainingConfig(learning_rate=float(sys.argv[1]), strategy="mirrored", precision="float32",
+                               xla="off", optimizer="adam", scale_learning_rate=scaled).to_config()
+        fn_args = FnArgs(custom_config={features.CONFIG_KEY: spec.to_config(), **knobs},
+                         transform_output=tempfile.mkdtemp())
+        built = train.setup(fn_args, config.training_of(fn_args)).build(model.PLAIN, {})
+        found[str(scaled).lower()] = {"replicas": built.distribute_strategy.num_replicas_in_sync,
+                                      "learning_rate": float(built.optimizer.learning_rate.numpy())}
+    print(json.dumps(found))
+    """
+)
+
+
+def test_the_optimizer_the_trainer_builds_trains_at_the_scaled_rate():
+    """Catches a model built with the unscaled learning rate while the report shows the scaled one."""
+    base = 0.02
+    completed = subprocess.run([sys.executable, "-c", SCALED_OPTIMIZER_SCRIPT, str(base)],
+                               capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    found = json.loads(completed.stdout.strip().splitlines()[-1])
+    # README: `--scale-learning-rate` (linear scaling: learning rate × replicas); off, the rate as set.
+    assert found["true"] == {"replicas": 2, "learning_rate": pytest.approx(base * 2, rel=1e-6)}
+    assert found["false"] == {"replicas": 2, "learning_rate": pytest.approx(base, rel=1e-6)}

@@ -92,6 +92,94 @@ def test_a_missing_signature_fails(tmp_path, warmup_file) -> None:
     assert "signature 'serving_raw' is missing" in report["problems"]
 
 
+def _problems_of(model: tf.Module, predict, directory, vocabulary: list[str] | None = LABELS) -> list[str]:
+    """The check's problems with a model whose prediction signatures are `predict`; [] when it passes."""
+    signatures = {"serving_default": predict, "serving_raw": predict, "transform_features": model.transform}
+    tf.saved_model.save(model, str(directory), signatures=signatures)
+    report = session_check.check(str(directory), _warmup(directory), vocabulary)
+    assert report["ok"] == (not report["problems"]), report
+    return report["problems"]
+
+
+def _warmup(directory) -> str:
+    path = os.path.join(f"{directory}-warmup", warmup.WARMUP_FILE)
+    warmup.write(path, warmup.prediction_logs([b"example-1", b"example-2"], "penguins"))
+    return path
+
+
+class _Int32ClassIdModel(_Model):
+    """Answers class_id as int32; TF Serving's clients read the int64 that tf.argmax gives."""
+
+    def _answer(self, examples):
+        answer = super()._answer(examples)
+        return {**answer, "class_id": tf.cast(answer["class_id"], tf.int32)}
+
+
+def test_a_class_id_of_the_wrong_dtype_fails(tmp_path) -> None:
+    """Catches a dropped output dtype check: an int32 class_id would be blessed."""
+    model = _Int32ClassIdModel([0.7, 0.2, 0.1], "Adelie")
+    problems = _problems_of(model, model.predict, tmp_path / "model")
+    assert any("'class_id'" in p and "int32" in p and "int64" in p for p in problems), problems
+
+
+class _LeastProbableModel(_Model):
+    """Answers the least probable class as class_id (argmin where argmax belongs)."""
+
+    def _answer(self, examples):
+        answer = super()._answer(examples)
+        return {**answer, "class_id": tf.argmin(answer["probabilities"], axis=1)}
+
+
+def test_a_class_id_that_is_not_the_most_probable_class_fails(tmp_path) -> None:
+    """Catches a dropped class_id-vs-argmax check: class 2 answered where 0.7 makes class 0 the likeliest."""
+    model = _LeastProbableModel([0.7, 0.2, 0.1], "Adelie")
+    problems = _problems_of(model, model.predict, tmp_path / "model")
+    assert any("class_id is not the most probable class" in p for p in problems), problems
+
+
+class _RegressionModel(tf.Module):
+    """A regression model answering 3.5 for every example, as a tensor of the given shape
+    after the batch: () is TF Serving's [batch], (1,) the [batch, 1] a Keras Dense(1) gives."""
+
+    def __init__(self, trailing: tuple[int, ...]) -> None:
+        super().__init__()
+        self.trailing = list(trailing)
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    def predict(self, examples):
+        return {"prediction": tf.fill([tf.shape(examples)[0], *self.trailing], 3.5)}
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    def transform(self, examples):
+        return {"rows": tf.shape(examples)}
+
+
+def test_a_regression_prediction_of_rank_one_passes(tmp_path) -> None:
+    """The control for the rank test below: the same regression model, rank 1, is blessed."""
+    model = _RegressionModel(())
+    assert _problems_of(model, model.predict, tmp_path / "model", vocabulary=None) == []
+
+
+def test_a_regression_prediction_of_the_wrong_rank_fails(tmp_path) -> None:
+    """Catches a dropped output rank check: a [batch, 1] prediction (Keras' Dense(1)) would be blessed."""
+    model = _RegressionModel((1,))
+    problems = _problems_of(model, model.predict, tmp_path / "model", vocabulary=None)
+    assert any("'prediction'" in p and "[-1, 1]" in p and "rank 1" in p for p in problems), problems
+
+
+@pytest.mark.parametrize("spec", [
+    tf.TensorSpec([None], tf.string, name="inputs"),  # another input name
+    tf.TensorSpec([None], tf.float32, name="examples"),  # numbers, not serialized tf.Examples
+    tf.TensorSpec([None, 1], tf.string, name="examples"),  # a column of examples, not a batch
+    tf.TensorSpec(None, tf.string, name="examples"),  # any shape at all
+], ids=["name", "dtype", "rank 2", "unknown rank"])
+def test_a_serving_default_with_another_input_spec_fails(tmp_path, spec) -> None:
+    """Catches a dropped input spec check: serving_default must take 'examples', a [-1] batch of strings."""
+    model = _Model([0.7, 0.2, 0.1], "Adelie")
+    problems = _problems_of(model, tf.function(model._answer, input_signature=[spec]), tmp_path / "model")
+    assert any(p.startswith("serving_default must take 'examples'") for p in problems), problems
+
+
 def test_an_unloadable_model_fails_without_failing_the_run(tmp_path, warmup_file) -> None:
     (tmp_path / "model").mkdir()
     (tmp_path / "model" / "saved_model.pb").write_bytes(b"not a graph")
