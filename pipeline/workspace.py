@@ -128,6 +128,7 @@ def prepare_input(config: PipelineConfig) -> Path:
 def _run(config: PipelineConfig, url: MetadataUrl, beam: BeamOptions | None, report: Report,
          session: Callable[[], ContextManager[Progress]], text_summary: bool) -> RunOutcome:
     from pipeline.provenance import run_state, summary
+    from pipeline.store import connection
 
     data_root = prepare_input(config)
     store, recovered = recover(config, url)
@@ -163,7 +164,16 @@ def _run(config: PipelineConfig, url: MetadataUrl, beam: BeamOptions | None, rep
                 run_state.abort_unfinished(store, run_id, failed_too=True)
                 raise Interrupted(_interrupted_line(run_id)) from None
             failure = err
-        run_state.finish(store, run_id)
+        unrecorded = _record_end(store, run_id)
+        if unrecorded is not None:
+            # MLMD leaves a connection whose write failed inside its transaction ("Transaction
+            # already open" on every later call); reading goes on through a fresh one.
+            store = connection.open_store(url)
+        if failure is not None:
+            # A push whose record never reached the store (a full disk at the MLMD write) must
+            # not serve until the next command: the serving directory is put right now.
+            for line in _put_serving_right(config, store, url):
+                report(f"  serving: {line}")
         # The store opened before the run reads what TFX recorded meanwhile: MLMD commits each call.
         found = summary.latest_run(store, config.pipeline_name)
         if found and text_summary:
@@ -177,6 +187,9 @@ def _run(config: PipelineConfig, url: MetadataUrl, beam: BeamOptions | None, rep
         if failure is not None:
             failed = found.failed_component() if found else None
             error = f"{failed or progress.current or 'a component'} failed: {cause(failure)}"
+        elif unrecorded is not None:
+            error = f"the metadata store could not record the run's end: {unrecorded}"
+        if error is not None:
             report("")
             report(f"turbotfx: error: {error}")
             report(f"  details: {config.log_path}")
@@ -184,6 +197,28 @@ def _run(config: PipelineConfig, url: MetadataUrl, beam: BeamOptions | None, rep
     return RunOutcome(run_id=run_id, pipeline_name=config.pipeline_name, summary=found, wall_s=wall_s,
                       error=error, withheld=withheld, report_path=page,
                       warnings=(page_warning,) if page_warning else ())
+
+
+def _record_end(store, run_id: str) -> str | None:
+    """Marks the run finished; why not, when the store refuses the write (a full disk)."""
+    from pipeline.provenance import run_state
+
+    try:
+        run_state.finish(store, run_id)
+        return None
+    except Exception as err:  # noqa: BLE001 (any store error: named in the run's last line)
+        logging.getLogger(__name__).exception("recording the run's end failed")
+        return cause(err)
+
+
+def _put_serving_right(config: PipelineConfig, store, url: MetadataUrl) -> list[str]:
+    """After a failed run: the serving directory reconciled with the push records, as the next
+    command would (serving/reconcile.py); a line for each thing done, or why it could not be."""
+    try:
+        return reconcile_serving(config, store, live_runs_possible=url.scheme != "sqlite").messages()
+    except Exception as err:  # noqa: BLE001 (the run already failed; the next command retries)
+        logging.getLogger(__name__).exception("reconciling serving after the failed run failed")
+        return [f"not checked against the store ({cause(err)}); the next turbotfx command does it"]
 
 
 def _write_report(store, config: PipelineConfig, run_id: str) -> tuple[Path | None, str | None]:
@@ -220,6 +255,9 @@ def cause(error: BaseException) -> str:
     if missing:
         return (f"the Beam workers cannot import {missing!r} (a turbotfx package): install turbotfx where "
                 "the workers run (pip install, or the pipeline's image) and restart the worker pool")
+    if _store_out_of_space(error):
+        return ("no space left on the device holding the metadata store; free space there and run again: "
+                "completed components are cached")
     if _out_of_space(error):
         return ("no space left on the device holding the workspace or the serving directory; free space "
                 "(or use --home on a larger disk) and run again: completed components are cached")
@@ -235,6 +273,11 @@ def _project_module_missing(message: str) -> str | None:
 def _out_of_space(error: BaseException) -> bool:
     """ENOSPC as Python raises it, or as TF's file system reports it in a message."""
     return getattr(error, "errno", None) == errno.ENOSPC or "No space left on device" in str(error)
+
+
+def _store_out_of_space(error: BaseException) -> bool:
+    """SQLite's SQLITE_FULL, as MLMD reports a store's write that found no room."""
+    return "database or disk is full" in str(error)
 
 
 def _interrupted_line(run_id: str) -> str:

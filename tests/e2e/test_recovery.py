@@ -228,3 +228,34 @@ def test_serving_commands_reconcile_orphans_and_a_lost_config(first_run_copy):
     damaged = turbotfx("serving", "status", home=home)
     assert damaged.exit_code == 2, damaged.output
     assert damaged.output.count("\n") == 1 and "not a valid TF Serving model config" in damaged.output
+
+
+def test_a_full_disk_at_the_pushers_record_unserves_the_version_at_once(first_run_copy, tmp_path):
+    """The store's disk fills while the Pusher pushes: its record is the write that fails. The
+    run ends in one line with its summary, and the version no record names serves no request,
+    not even until the next command: the labels are back on the served version."""
+    assert subprocess.run(["unshare", "-rm", "true"]).returncode == 0, "unshare -rm must work here"
+    home = first_run_copy.home
+    config = first_run_copy.config
+    store_dir, keep = config.metadata_path.parent, tmp_path / "store-copy"
+    serving_root = config.serving_dir.parent
+    versions_before = set(push.versions(config.serving_dir))
+    config_before = model_config.config_path(serving_root).read_bytes()
+    used_kib = int(subprocess.run(["du", "-sk", str(store_dir)], capture_output=True, text=True).stdout.split()[0])
+    # The store's folder on a tmpfs of its own, with room for the run's records until it is filled.
+    script = (f'mkdir "{keep}" && cp -a "{store_dir}/." "{keep}" && '
+              f'mount -t tmpfs -o size={used_kib + 8192}k tmpfs "{store_dir}" && cp -a "{keep}/." "{store_dir}" && '
+              f'exec "{sys.executable}" -m tests.store_disk "{home}" {" ".join(FAST_RUN_ARGS)} --epochs 6')
+    driver = subprocess.run(["unshare", "-rm", "sh", "-c", script], capture_output=True, text=True, timeout=900,
+                            cwd=Path(__file__).parents[2])
+    assert driver.returncode == 0, driver.stdout + driver.stderr
+    outcome = json.loads(driver.stdout.strip().splitlines()[-1])
+    output = outcome["stdout"] + outcome["stderr"]
+    assert outcome["filled"] > 0 and outcome["exit"] == 1, output
+    assert "Pusher failed: no space left on the device holding the metadata store" in output, output
+    assert "Traceback" not in output, output
+    assert "Pusher " in outcome["stdout"] and "wall time" in outcome["stdout"]  # the summary is there
+    # The pushed version was set aside and the labels restored, by the failed run itself.
+    assert "serving: " in outcome["stdout"] and "set aside" in outcome["stdout"], outcome["stdout"]
+    assert set(push.versions(config.serving_dir)) == versions_before
+    assert model_config.config_path(serving_root).read_bytes() == config_before
