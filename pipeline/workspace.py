@@ -29,6 +29,7 @@ from pipeline.store.url import MetadataUrl, parse_url, sqlite_url
 if TYPE_CHECKING:
     from ml_metadata.metadata_store import metadata_store
 
+    from pipeline.provenance import pushes
     from pipeline.provenance.summary import RunSummary
     from pipeline.runners.beam_args import BeamOptions
     from serving import reconcile
@@ -352,20 +353,14 @@ def _set_aside_leftover_artifacts(config: PipelineConfig, store: metadata_store.
 def reconcile_serving(config: PipelineConfig, store: metadata_store.MetadataStore,
                       live_runs_possible: bool) -> reconcile.Reconciliation:
     """live_runs_possible: another run may be pushing now, so its version is left alone."""
-    from pipeline.provenance import pushes
-    from pipeline.store import connection
     from serving import model_config
     from serving import reconcile as reconcile_lib
 
     serving_root = config.serving_dir.parent
     # Under the serving lock: a push cannot start its copy between the read of the records
     # and the look at the directory.
-    model_name = config.serving_dir.name  # config.model_name, filled in by PipelineConfig
     with model_config.changing(serving_root):
-        history = pushes.push_history(store, model_name, live_runs_possible)
-        damaged: list[str] = []
-        for url, other in _other_workspace_stores(config, damaged):
-            history = history.merge(pushes.push_history(other, model_name, connection.run_may_be_live(url)))
+        history, damaged = recorded_pushes(config, store, live_runs_possible)
         # A store that cannot be read may hold the very push that made a version: none is
         # set aside on the word of the others.
         incomplete = (f"the store {damaged[0]} could not be read, so its pushes are not known"
@@ -373,6 +368,21 @@ def reconcile_serving(config: PipelineConfig, store: metadata_store.MetadataStor
         return reconcile_lib.reconcile(serving_root, config.serving_dir.name, history.versions,
                                        history.labels, history.in_flight_since, history.records_since,
                                        records_incomplete=incomplete)
+
+
+def recorded_pushes(config: PipelineConfig, store: metadata_store.MetadataStore,
+                    live_runs_possible: bool) -> tuple[pushes.PushHistory, list[str]]:
+    """The push records of config's model in its store and the workspace's other stores,
+    and the stores that could not be read."""
+    from pipeline.provenance import pushes as pushes_lib
+    from pipeline.store import connection
+
+    model_name = config.serving_dir.name  # config.model_name, filled in by PipelineConfig
+    history = pushes_lib.push_history(store, model_name, live_runs_possible)
+    damaged: list[str] = []
+    for url, other in _other_workspace_stores(config, damaged):
+        history = history.merge(pushes_lib.push_history(other, model_name, connection.run_may_be_live(url)))
+    return history, damaged
 
 
 def dataset_of_model(config: PipelineConfig, model_name: str) -> str | None:

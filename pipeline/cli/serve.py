@@ -103,6 +103,8 @@ def _serve_checked(args: argparse.Namespace, config) -> dict[str, Any]:
     store = _reconciled_store(args, config)
     with model_config.changing(serving_root):
         if args.serving_command == "promote":
+            if store is not None:
+                _refuse_unrecorded(config, store, args.version)
             current = model_config.promote(serving_root, name, args.version)
         elif args.serving_command == "rollback":
             current = model_config.rollback(serving_root, name)
@@ -125,6 +127,21 @@ def _serve_checked(args: argparse.Namespace, config) -> dict[str, Any]:
 
         origins = lineage.pushed_origins(store, current.versions)
     return _report(current, origins)
+
+
+def _refuse_unrecorded(config, store, version: int | None) -> None:
+    """A version no push record vouches for is a push still under way (its run may yet die,
+    and the version be set aside): labelling it stable would leave the label on nothing."""
+    from pipeline import workspace
+    from serving import model_config
+
+    target = version if version is not None else model_config.status(config.serving_dir.parent,
+                                                                     config.serving_dir.name).canary
+    history, damaged = workspace.recorded_pushes(config, store, live_runs_possible=True)
+    if target is not None and not damaged and not history.vouches_for(target):
+        raise ConfigError(f"version {target} of {config.serving_dir.name!r} has no push record yet: the run "
+                          "pushing it has not recorded it (it is still going, or ended before that and the next "
+                          "command sets the version aside); promote it once `turbotfx runs` shows the run completed")
 
 
 def _chosen_models(args: argparse.Namespace, every_model: bool = False, needs_dataset: bool = False) -> list:

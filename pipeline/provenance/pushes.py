@@ -32,6 +32,12 @@ class PushHistory:
     # was pushed before the store existed: the store cannot say it never completed.
     records_since: int | None = None
 
+    def vouches_for(self, version: int) -> bool:
+        """A completed push recorded it, the recorded labels name it, or it is older than the
+        store (pushed before it, so the store cannot say it never completed)."""
+        return (version in self.versions or version in (self.labels or {}).values()
+                or self.records_since is not None and version < self.records_since)
+
     def merge(self, other: PushHistory) -> PushHistory:
         """Two stores' records of one serving directory (two pipelines in one workspace)."""
         newer = other if other.labels_time_ms > self.labels_time_ms else self

@@ -4,6 +4,7 @@ what happened, and the next command puts it right (README, "Recovery")."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -13,11 +14,12 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from pipeline.config import PipelineConfig
 from pipeline.store.url import sqlite_url
-from serving import model_config, push
+from serving import model_config, publish, push
 from tests.conftest import FAST_RUN_ARGS, loader_processes, turbotfx
 
 pytestmark = pytest.mark.e2e
@@ -259,3 +261,45 @@ def test_a_full_disk_at_the_pushers_record_unserves_the_version_at_once(first_ru
     assert "serving: " in outcome["stdout"] and "set aside" in outcome["stdout"], outcome["stdout"]
     assert set(push.versions(config.serving_dir)) == versions_before
     assert model_config.config_path(serving_root).read_bytes() == config_before
+
+
+def test_a_promote_during_a_push_whose_run_dies_leaves_the_labels_on_recorded_versions(first_run_copy):
+    """A run's Pusher has pushed a version, labelled canary, and not yet recorded it when
+    `serving promote` asks for the canary; then the run dies. Promoting a version no record
+    vouches for is refused, so the stable label stays on a version that is still there."""
+    home, config = first_run_copy.home, first_run_copy.config
+    serving_root = config.serving_dir.parent
+    stable_before = model_config.status(serving_root, config.model_name).stable
+    archives_before = set(config.pipeline_root.glob("Pusher/pushed_model/*/saved_model.pb"))
+    run = _start_run(home, "--epochs", "6")
+    _wait_until_done(run, "Trainer")
+    # The serving lock stops the Pusher before its push; its archive copy says it is running.
+    with open(serving_root / model_config.LOCK_FILE, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        deadline = time.monotonic() + 300
+        while not (new := set(config.pipeline_root.glob("Pusher/pushed_model/*/saved_model.pb")) - archives_before):
+            assert run.poll() is None and time.monotonic() < deadline, "the Pusher never started"
+            time.sleep(0.1)
+        run.send_signal(signal.SIGSTOP)
+        # Stopped before the lock goes: a Pusher woken by the release could take it first.
+        while psutil.Process(run.pid).status() != psutil.STATUS_STOPPED:
+            time.sleep(0.01)
+    try:
+        # The Pusher's next step (serving/publish.py), taken for it while its run is stopped:
+        # the new version, labelled canary, which no record names yet.
+        [archive] = new
+        version, _, _ = publish.push_and_label(str(archive.parent), config.serving_dir, {})
+        assert model_config.status(serving_root, config.model_name).canary == version
+        promote = turbotfx("serving", "promote", home=home)
+        assert promote.exit_code == 2, promote.output
+        assert f"version {version} of {config.model_name!r} has no push record yet" in promote.output
+        assert model_config.status(serving_root, config.model_name).stable == stable_before
+    finally:
+        run.kill()  # the run dies before it records the push
+        run.communicate(timeout=60)
+    _wait_until_no_loader(home)
+    status = turbotfx("serving", "status", "--format", "json", home=home)
+    assert status.exit_code == 0, status.output
+    served = json.loads(status.stdout)
+    assert served["stable"] == stable_before and served["canary"] == stable_before, served
+    assert version not in [v["version"] for v in served["versions"]]
