@@ -138,6 +138,15 @@ def test_second_run_reuses_the_cache_and_compares_with_the_served_model(tmp_path
     # The summary shows the change against the baseline as TFMA names it.
     assert "sparse_categorical_accuracy_diff" in result.output
 
+    # The same flags again: the candidate is the model just pushed, which the baseline must
+    # not be. Compared with the first model as before, the Evaluator's inputs are unchanged,
+    # so it is cached and nothing new is pushed; compared with itself, it would run again.
+    again = turbotfx("run", *FAST_RUN_ARGS, "--epochs", "6", home=home)
+    assert again.exit_code == 0, again.output
+    states = {c.node_id: c.state for c in run_summary.latest_run(_store(config), config.pipeline_name).components}
+    assert states["Trainer"] == "CACHED" and states["Evaluator"] == "CACHED", states
+    assert [int(p.name) for p in _versions(config)] == [first_version, second_version]
+
 
 def test_impossible_threshold_pushes_nothing_and_says_so(first_run_copy):
     config = first_run_copy.config
