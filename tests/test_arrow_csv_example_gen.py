@@ -51,6 +51,9 @@ FILE_B = _numbered(HEADER, [
     [9, "0012", "1E-05", "emoji 🐧", "", "", "\u0661\u0662"],  # digits int() reads from str, not bytes
     [10, "-0", "3.4e38", "tab\there", "", 1, ""],
     [11, 2, "1.17549435e-38", "   spaced   ", "", 7, "no"],
+    # Just above the midpoint of two float32s: to double first (TFX) it rounds to 1.0, read
+    # straight to float32 to the float32 after it.
+    [12, 1, "1.00000005960464477539062500000001", "x", "", 3, "no"],
 ])
 
 # Inputs the Arrow path takes: (file name -> text), with the header TFX reads right or not.

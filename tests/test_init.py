@@ -189,13 +189,15 @@ def _csv_statistics(root):
 
 
 def _parquet_statistics(root):
-    """Statistics of the tf.Examples TFX's Parquet executor writes (its dict_to_example)."""
+    """Statistics of the tf.Examples the pipeline's Parquet ExampleGen writes (its row_to_example,
+    not TFX's dict_to_example, which it replaced)."""
     import pyarrow.parquet as pq
     from tensorflow_data_validation.statistics import stats_impl, stats_options
-    from tfx.components.example_gen import utils
     from tfx_bsl.coders import example_coder
 
-    examples = [utils.dict_to_example(row).SerializeToString()
+    from components.parquet_example_gen.executor import row_to_example
+
+    examples = [row_to_example(row).SerializeToString()
                 for path in sorted(root.glob("*.parquet")) for row in pq.read_table(path).to_pylist()]
     batch = example_coder.ExamplesToRecordBatchDecoder().DecodeBatch(examples)
     return stats_impl.generate_statistics_in_memory(batch, stats_options.StatsOptions())
