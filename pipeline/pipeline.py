@@ -62,6 +62,8 @@ BASELINE_RESOLVER_ID = "latest_blessed_model_resolver"
 # The resolver of a reusable tuning result (components/tuner/strategy.py).
 TUNING_RESOLVER_ID = "latest_tuning_resolver"
 # What preprocessing_fn runs: an edit elsewhere (the model, run_fn) keeps Transform cached.
+# Transform traces the preprocessing_fn in TF1 graph mode (tests analyze the same way).
+TRANSFORM_FORCE_TF_COMPAT_V1 = True
 TRANSFORM_SOURCES = ("preprocessing.py", "features.py", "dates.py", "autograph.py", "__init__.py")
 
 
@@ -108,7 +110,7 @@ def create_pipeline(
         # TFDV statistics of the transformed data: not used downstream, and the slowest
         # part of Transform on small data.
         disable_statistics=True,
-        force_tf_compat_v1=True,
+        force_tf_compat_v1=TRANSFORM_FORCE_TF_COMPAT_V1,
     )
     # ExampleValidator only records anomalies; the gate stops the run before Transform.
     transform.add_upstream_node(anomaly_gate)

@@ -17,6 +17,7 @@ import tensorflow_transform.beam as tft_beam
 from tensorflow_transform.tf_metadata import dataset_metadata, schema_utils
 
 from pipeline.datasets import infer
+from pipeline.pipeline import TRANSFORM_FORCE_TF_COMPAT_V1
 from serving.errors import RowError
 from serving.rows import RowSchema
 from trainer_module import dates, features, preprocessing
@@ -71,7 +72,7 @@ def date_parts():
     rows = [{"sold on": [day.encode()], "y": [1.0]} for day in DAYS] + [{"sold on": [], "y": [0.0]},
                                                                         {"sold on": [b"n/a"], "y": [0.0]}]
     metadata = dataset_metadata.DatasetMetadata(schema_utils.schema_from_feature_spec(raw_spec))
-    with tft_beam.Context(temp_dir=tempfile.mkdtemp(), force_tf_compat_v1=False):
+    with tft_beam.Context(temp_dir=tempfile.mkdtemp(), force_tf_compat_v1=TRANSFORM_FORCE_TF_COMPAT_V1):
         (transformed, _), _ = (rows, metadata) | tft_beam.AnalyzeAndTransformDataset(
             functools.partial(preprocessing.preprocessing_fn,
                               custom_config={features.CONFIG_KEY: DATE_SPEC.to_config()}))

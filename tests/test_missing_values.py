@@ -20,6 +20,7 @@ from pipeline import datasets
 from pipeline.datasets import infer
 from pipeline.datasets import table as tables
 from pipeline.errors import ConfigError
+from pipeline.pipeline import TRANSFORM_FORCE_TF_COMPAT_V1
 from serving.errors import RowError
 from serving.rows import RowSchema
 from trainer_module import features, preprocessing
@@ -34,7 +35,7 @@ def transformed():
     raw_spec = {"rain mm": tf.io.VarLenFeature(tf.string), "y": tf.io.FixedLenFeature([1], tf.float32)}
     rows = [{"rain mm": [value] if value is not None else [], "y": [0.0]} for value in RAIN]
     metadata = dataset_metadata.DatasetMetadata(schema_utils.schema_from_feature_spec(raw_spec))
-    with tft_beam.Context(temp_dir=tempfile.mkdtemp(), force_tf_compat_v1=False):
+    with tft_beam.Context(temp_dir=tempfile.mkdtemp(), force_tf_compat_v1=TRANSFORM_FORCE_TF_COMPAT_V1):
         (out, _), _ = (rows, metadata) | tft_beam.AnalyzeAndTransformDataset(
             functools.partial(preprocessing.preprocessing_fn, custom_config={features.CONFIG_KEY: SPEC.to_config()}))
     return out

@@ -11,6 +11,7 @@ import tensorflow_transform.beam as tft_beam
 from tensorflow_transform.tf_metadata import dataset_metadata, schema_utils
 
 from pipeline import datasets
+from pipeline.pipeline import TRANSFORM_FORCE_TF_COMPAT_V1
 from trainer_module import features, preprocessing
 
 SPEC = datasets.load("penguins").feature_spec()
@@ -41,7 +42,7 @@ ROWS = [
 @pytest.fixture(scope="module")
 def transformed():
     metadata = dataset_metadata.DatasetMetadata(schema_utils.schema_from_feature_spec(RAW_SPEC))
-    with tft_beam.Context(temp_dir=tempfile.mkdtemp(), force_tf_compat_v1=False):
+    with tft_beam.Context(temp_dir=tempfile.mkdtemp(), force_tf_compat_v1=TRANSFORM_FORCE_TF_COMPAT_V1):
         (rows, _), transform_fn = (ROWS, metadata) | tft_beam.AnalyzeAndTransformDataset(
             functools.partial(preprocessing.preprocessing_fn,
                               custom_config={features.CONFIG_KEY: SPEC.to_config()})
@@ -80,7 +81,7 @@ def test_a_binary_label_names_its_positive_class_whatever_its_frequency():
     # Adelie is named positive: id 1 for its rows, 0 for every other value, though by
     # frequency it ties for id 0.
     spec = dataclasses.replace(SPEC, task=features.BINARY, positive="Adelie")
-    with tft_beam.Context(temp_dir=tempfile.mkdtemp(), force_tf_compat_v1=False):
+    with tft_beam.Context(temp_dir=tempfile.mkdtemp(), force_tf_compat_v1=TRANSFORM_FORCE_TF_COMPAT_V1):
         (rows, _), _ = (ROWS, dataset_metadata.DatasetMetadata(schema_utils.schema_from_feature_spec(RAW_SPEC))) \
             | tft_beam.AnalyzeAndTransformDataset(
                 functools.partial(preprocessing.preprocessing_fn,

@@ -15,6 +15,7 @@ from tensorflow_transform.tf_metadata import dataset_metadata, schema_utils
 
 from pipeline.datasets import infer
 from pipeline.datasets import table as tables
+from pipeline.pipeline import TRANSFORM_FORCE_TF_COMPAT_V1
 from trainer_module import features, layers, model, preprocessing
 
 SPEC = features.FeatureSpec(dataset="r", task=features.BINARY, label_key="liked", numeric_keys=(),
@@ -28,7 +29,7 @@ def transformed():
     rows = [{"review text": [text.encode()] if text else [], "liked": [b"yes"]} for text in REVIEWS]
     metadata = dataset_metadata.DatasetMetadata(schema_utils.schema_from_feature_spec(raw_spec))
     output_dir = tempfile.mkdtemp()
-    with tft_beam.Context(temp_dir=tempfile.mkdtemp(), force_tf_compat_v1=False):
+    with tft_beam.Context(temp_dir=tempfile.mkdtemp(), force_tf_compat_v1=TRANSFORM_FORCE_TF_COMPAT_V1):
         (out, _), transform_fn = (rows, metadata) | tft_beam.AnalyzeAndTransformDataset(
             functools.partial(preprocessing.preprocessing_fn, custom_config={features.CONFIG_KEY: SPEC.to_config()}))
         _ = transform_fn | tft_beam.WriteTransformFn(output_dir)
