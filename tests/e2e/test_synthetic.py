@@ -39,6 +39,15 @@ def test_run_pushes_a_model_and_reports_channel_slices(synthetic_run):
     result, config = synthetic_run
     assert re.search(r"^    channel=web +[01]\.\d{4}$", result.output, re.MULTILINE)
     assert "blessed: yes" in result.output
+    # Blessed at --min-accuracy 0.5, a coin's accuracy on this binary label: the model must
+    # also beat always answering the majority class, as counted here from the generated CSVs.
+    labels: list[str] = []
+    for shard in sorted(config.data_path.glob("*.csv")):
+        with open(shard, newline="") as handle:
+            labels += [row["purchased"] for row in csv.DictReader(handle)]
+    majority_share = max(labels.count(value) for value in set(labels)) / len(labels)
+    [accuracy] = re.findall(r"^  this model \(\w+\) +([01]\.\d{4})", result.output, re.MULTILINE)
+    assert float(accuracy) > majority_share + 0.05, (accuracy, majority_share)
     manifest = json.loads((config.data_path.parent / f"rows-{ROWS}.json").read_text())
     assert manifest["rows"] == ROWS and 0.7 < manifest["bayes_accuracy"] < 0.9
     assert len(list(config.serving_dir.iterdir())) == 1
