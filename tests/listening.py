@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+import socket
 import threading
 import time
 
@@ -60,3 +61,15 @@ def _mapped_loopback(address: str) -> bool:
     mapped = ipaddress.ip_address(address)
     return isinstance(mapped, ipaddress.IPv6Address) and bool(mapped.ipv4_mapped) \
         and mapped.ipv4_mapped.is_loopback  # type: ignore[union-attr]
+
+
+def wait_accepting(port: int, what: str, timeout_s: float = 120) -> None:
+    """Until a loopback port accepts connections; fails naming what did not come up."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.3)
+    raise AssertionError(f"{what} did not listen on {port} within {timeout_s:.0f} s")

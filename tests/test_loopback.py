@@ -4,28 +4,22 @@ data, state and logging servers, and the worker pool the Spark cluster hands Pyt
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import textwrap
-import time
-
-import pytest
 
 from pipeline.runners.spark.local_cluster import free_port
-from tests.listening import ListeningSockets
+from tests.listening import ListeningSockets, wait_accepting
 
 # A real multi_processing DirectRunner job, readied as `turbotfx run` readies it; in its own
 # interpreter, so no earlier test's setup decides what this one sees.
 MULTI_PROCESS_JOB = textwrap.dedent("""
-    import time
-    import apache_beam as beam
+        import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
     from pipeline.runners import local
 
     def slowly(x):
-        import time
-        time.sleep(0.005)
+                time.sleep(0.005)
         return x
 
     args = local.prepare_direct_runner("multi_process")
@@ -52,20 +46,10 @@ def test_the_worker_pool_listens_on_loopback_only():
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         with ListeningSockets(pool.pid) as sockets:
-            _wait_accepting(port)
+            wait_accepting(port, "the worker pool")
         assert {entry[2] for entry in sockets.seen} == {port}, sockets.seen
         assert not sockets.not_on_loopback(), "\n" + sockets.not_on_loopback()
     finally:
         pool.terminate()
         pool.wait(timeout=30)
 
-
-def _wait_accepting(port: int) -> None:
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("localhost", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.3)
-    pytest.fail(f"the worker pool did not listen on {port}")

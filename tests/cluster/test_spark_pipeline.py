@@ -17,7 +17,7 @@ from pipeline.config import PipelineConfig
 from pipeline.runners.spark.local_cluster import SparkCluster, free_port, spark_cluster
 from pipeline.store import connection, url
 from tests.conftest import FAST_RUN_ARGS, CliResult, turbotfx
-from tests.listening import ListeningSockets
+from tests.listening import ListeningSockets, wait_accepting
 from trainer_module import features
 
 pytestmark = [pytest.mark.e2e, pytest.mark.cluster]
@@ -141,7 +141,7 @@ def test_workers_that_cannot_import_the_project_fail_in_one_line(cluster, tmp_pa
                              f"--service_port={port}"], cwd=tmp_path, env=env, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        _wait_listening(port)
+        wait_accepting(port, "the worker pool", timeout_s=60)
         result = turbotfx("run", "--dataset", str(dataset_file), *FAST_RUN_ARGS, "--beam-runner", "spark",
                           "--spark-master", cluster.master_url, "--worker-pool", f"127.0.0.1:{port}",
                           home=home, timeout=900)
@@ -154,20 +154,6 @@ def test_workers_that_cannot_import_the_project_fail_in_one_line(cluster, tmp_pa
     assert "the Beam workers cannot import 'components" in errors[0], errors[0]
     assert "install turbotfx where the workers run" in errors[0], errors[0]
     assert "Traceback" not in result.output
-
-
-def _wait_listening(port: int) -> None:
-    import socket
-    import time
-
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.5)
-    raise AssertionError(f"the worker pool did not listen on {port}")
 
 
 def _descendants() -> set[psutil.Process]:
