@@ -14,12 +14,14 @@ from tests.listening import ListeningSockets, wait_accepting
 # A real multi_processing DirectRunner job, readied as `turbotfx run` readies it; in its own
 # interpreter, so no earlier test's setup decides what this one sees.
 MULTI_PROCESS_JOB = textwrap.dedent("""
-        import apache_beam as beam
+    import time
+    import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
     from pipeline.runners import local
 
     def slowly(x):
-                time.sleep(0.005)
+        import time
+        time.sleep(0.005)
         return x
 
     args = local.prepare_direct_runner("multi_process")
