@@ -142,3 +142,83 @@ def test_adagrad_moves_an_embedding_row_about_as_far_as_adam_at_first():
         optimizer.apply_gradients([(gradient, table)])
         np.testing.assert_allclose(np.abs(table.numpy()[0]), 0.01, rtol=0.05)
         np.testing.assert_array_equal(table.numpy()[1], 0.0)
+
+
+# Three sparse steps on a 4-row table: rows {0, 1}, rows {0, 1}, then row 0 alone; rows 2
+# and 3 never get a gradient.
+LAZY_STEPS = (
+    ([0, 1], [[0.5, -1.0, 0.25], [2.0, 0.5, -1.5]]),
+    ([0, 1], [[-0.75, 0.5, 1.0], [1.0, -2.0, 0.5]]),
+    ([0], [[0.25, 0.25, -0.5]]),
+)
+
+
+def _sparse_run(optimizer: keras.optimizers.Optimizer) -> list[dict[str, np.ndarray]]:
+    """The table and its Adam slots (m, v) after each of LAZY_STEPS."""
+    table = tf.Variable(np.arange(12, dtype=np.float32).reshape(4, 3) / 4, name="table")
+    states = []
+    for rows, values in LAZY_STEPS:
+        gradient = tf.IndexedSlices(tf.constant(values, tf.float32), tf.constant(rows), tf.constant([4, 3]))
+        optimizer.apply_gradients([(gradient, table)])
+        slots = {variable.name.split("/")[-2]: variable for variable in optimizer.variables
+                 if variable.name.endswith("/table:0")}
+        states.append({"table": table.numpy().copy(), "m": slots["m"].numpy().copy(), "v": slots["v"].numpy().copy()})
+    return states
+
+
+def _adam_by_hand(config: dict, lazy: bool) -> list[dict[str, np.ndarray]]:
+    """Kingma & Ba's Adam (its efficient form: alpha_t = lr * sqrt(1 - beta2^t) / (1 - beta1^t),
+    theta -= alpha_t * m / (sqrt(v) + epsilon)) on LAZY_STEPS, in float64. Dense: every row's
+    moments decay at every step (absent rows have a zero gradient). Lazy: only the rows in
+    the step's gradient have their moments and values updated."""
+    lr, beta1, beta2, epsilon = (config[key] for key in ("learning_rate", "beta_1", "beta_2", "epsilon"))
+    table = np.arange(12, dtype=np.float64).reshape(4, 3) / 4
+    m, v = np.zeros_like(table), np.zeros_like(table)
+    states = []
+    for t, (rows, values) in enumerate(LAZY_STEPS, start=1):
+        gradient = np.zeros_like(table)
+        gradient[rows] = values
+        updated = rows if lazy else list(range(4))
+        m[updated] = beta1 * m[updated] + (1 - beta1) * gradient[updated]
+        v[updated] = beta2 * v[updated] + (1 - beta2) * gradient[updated] ** 2
+        alpha = lr * np.sqrt(1 - beta2 ** t) / (1 - beta1 ** t)
+        table[updated] -= alpha * m[updated] / (np.sqrt(v[updated]) + epsilon)
+        states.append({"table": table.copy(), "m": m.copy(), "v": v.copy()})
+    return states
+
+
+def test_lazy_adam_leaves_the_moments_of_rows_absent_from_a_step_undecayed():
+    lazy = optimizers.LazyAdam(learning_rate=0.05, beta_1=0.8, beta_2=0.9, epsilon=1e-3)
+    dense = keras.optimizers.Adam(learning_rate=0.05, beta_1=0.8, beta_2=0.9, epsilon=1e-3)
+    start = np.arange(12, dtype=np.float32).reshape(4, 3) / 4
+    lazy_states, dense_states = _sparse_run(lazy), _sparse_run(dense)
+    expected_lazy = _adam_by_hand(lazy.get_config(), lazy=True)
+    expected_dense = _adam_by_hand(dense.get_config(), lazy=False)
+
+    for step, (actual, expected) in enumerate(zip(lazy_states, expected_lazy)):
+        for name in ("table", "m", "v"):
+            np.testing.assert_allclose(actual[name], expected[name], rtol=1e-5, atol=1e-7,
+                                       err_msg=f"lazy {name} after step {step + 1}")
+    last, before = lazy_states[-1], lazy_states[-2]
+    # Row 1 sat out the last step: its moments and value are where the step before left them.
+    np.testing.assert_array_equal(last["m"][1], before["m"][1])
+    np.testing.assert_array_equal(last["v"][1], before["v"][1])
+    np.testing.assert_array_equal(last["table"][1], before["table"][1])
+    # Rows 2 and 3 were never touched: their values and moment slots are as they started.
+    np.testing.assert_array_equal(last["table"][[2, 3]], start[[2, 3]])
+    np.testing.assert_array_equal(last["m"][[2, 3]], 0.0)
+    np.testing.assert_array_equal(last["v"][[2, 3]], 0.0)
+
+    # Dense Adam (the by-hand equations agree with tf_keras' own) decays row 1's moments by
+    # beta_1 / beta_2 in the last step and keeps moving the row: the lazy difference is real.
+    for step, (actual, expected) in enumerate(zip(dense_states, expected_dense)):
+        for name in ("table", "m", "v"):
+            np.testing.assert_allclose(actual[name], expected[name], rtol=1e-5, atol=1e-7,
+                                       err_msg=f"dense {name} after step {step + 1}")
+    config = dense.get_config()
+    np.testing.assert_allclose(dense_states[-1]["m"][1], config["beta_1"] * dense_states[-2]["m"][1], rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(dense_states[-1]["v"][1], config["beta_2"] * dense_states[-2]["v"][1], rtol=1e-6, atol=1e-7)
+    assert not np.allclose(dense_states[-1]["m"][1], last["m"][1])
+    assert not np.allclose(dense_states[-1]["table"][1], last["table"][1])
+    # Both agree that row 0, touched at every step, has the same moments.
+    np.testing.assert_allclose(dense_states[-1]["m"][0], last["m"][0], rtol=1e-6, atol=1e-7)

@@ -68,3 +68,52 @@ def test_modules_stay_together(suite, seed):
     modules = [test.split("::")[0] for test in order(suite, "--shuffle", str(seed))]
     switches = sum(1 for a, b in zip(modules, modules[1:]) if a != b)
     assert switches == 1, modules
+
+
+PLAIN_MODULE = '''
+import pytest
+
+@pytest.mark.parametrize("case", range(4))
+def test_one(case):
+    pass
+
+def test_two():
+    pass
+
+def test_three():
+    pass
+'''
+MODULES = [f"test_mod{number}" for number in range(5)]  # collected in this (file name) order
+TESTS_PER_MODULE = [f"test_one[{case}]" for case in range(4)] + ["test_two", "test_three"]
+
+
+def collected(pytester: pytest.Pytester, *args: str) -> list[str]:
+    """The test ids in the order --collect-only lists them (the order they would run in)."""
+    result = pytester.runpytest("-p", "tests.shuffle", "--collect-only", "-q", *args)
+    assert result.ret == 0, result.stdout.str()
+    return re.findall(r"^(test_mod\d\.py::\S+)$", result.stdout.str(), re.MULTILINE)
+
+
+def test_shuffle_reorders_whole_modules_and_keeps_each_module_complete(pytester):
+    pytester.makepyfile(**{module: PLAIN_MODULE for module in MODULES})
+    in_file_order = [f"{module}.py::{test}" for module in MODULES for test in TESTS_PER_MODULE]
+    assert collected(pytester) == in_file_order
+
+    module_orders = set()
+    for seed in range(1, 6):
+        shuffled = collected(pytester, "--shuffle", str(seed))
+        assert shuffled == collected(pytester, "--shuffle", str(seed)), f"seed {seed} gave two orders"
+        assert sorted(shuffled) == sorted(in_file_order), seed
+        # Each module's tests run as one block, all of them.
+        blocks = [shuffled[start:start + len(TESTS_PER_MODULE)]
+                  for start in range(0, len(shuffled), len(TESTS_PER_MODULE))]
+        modules = [block[0].split(".py::")[0] for block in blocks]
+        for module, block in zip(modules, blocks):
+            assert sorted(block) == sorted(f"{module}.py::{test}" for test in TESTS_PER_MODULE), (seed, shuffled)
+        assert sorted(modules) == MODULES
+        module_orders.add(tuple(modules))
+
+    # The modules themselves come in another order than the files' (not only the tests
+    # inside each module), and different seeds give different module orders.
+    assert module_orders - {tuple(MODULES)}, module_orders
+    assert len(module_orders) > 1, module_orders
