@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
+import threading
 
 import portpicker
 import pytest
@@ -90,10 +92,25 @@ def test_one_run_at_a_time_on_a_sqlite_store(tmp_path) -> None:
         pass
 
 
-def test_server_stores_are_not_locked(tmp_path) -> None:
-    url = "mysql://mlmd@127.0.0.1:3306/md"
-    with connection.exclusive_run(url), connection.exclusive_run(url):
-        pass
+@pytest.mark.parametrize("url", ["mysql://mlmd@127.0.0.1:3306/md", "postgresql://ml@127.0.0.1:5432/md"])
+def test_server_stores_are_not_locked(tmp_path, monkeypatch, url) -> None:
+    monkeypatch.chdir(tmp_path)  # a lock file a server URL named relative to here would show
+    inside = {name: threading.Event() for name in ("first", "second")}
+
+    def run(me: str, other: str) -> None:
+        with connection.exclusive_run(url):
+            inside[me].set()
+            assert connection.run_may_be_live(url) is True
+            # Both runs hold the store at once: neither waits for the other to end.
+            assert inside[other].wait(timeout=5), f"the {other} run did not get in while the {me} held the store"
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        runs = [pool.submit(run, "first", "second"), pool.submit(run, "second", "first")]
+        for done in concurrent.futures.as_completed(runs, timeout=15):
+            done.result()  # a StoreBusyError, or the assertion above
+    # Runs on other machines are invisible here: one may always be live.
+    assert connection.run_may_be_live(url) is True
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_lock_path_that_is_a_directory_is_one_clear_error(tmp_path) -> None:

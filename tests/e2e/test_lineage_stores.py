@@ -157,9 +157,10 @@ def test_text_and_dot(two_runs: Workspace, models: tuple[dict, dict]) -> None:
     dot = two_runs.cli("lineage", "--latest", "--format", "dot")
     assert dot.exit_code == 0, dot.output
     assert f"-> a{first['model']['id']} " in dot.output
-    if shutil.which("dot"):  # make test installs graphviz: the graph really renders
-        svg = subprocess.run(["dot", "-Tsvg"], input=dot.stdout, capture_output=True, text=True, check=True)
-        assert "<svg" in svg.stdout
+    # The graph really renders: make test installs graphviz, so a missing `dot` is a broken setup.
+    assert shutil.which("dot"), "graphviz's `dot` is not on PATH: run tests/doubles/install_test_packages.sh"
+    svg = subprocess.run(["dot", "-Tsvg"], input=dot.stdout, capture_output=True, text=True, check=True)
+    assert "<svg" in svg.stdout
 
 
 def test_the_store_password_reaches_no_log_line(two_runs: Workspace) -> None:
