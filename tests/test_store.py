@@ -32,6 +32,10 @@ def test_sqlite_url_opens_a_real_store(tmp_path):
         ("postgres://ml@localhost/md", store_url.MetadataUrl("postgresql", user="ml", host="localhost",
                                                             port=5432, database="md")),
         ("sqlite://relative/store.sqlite", store_url.MetadataUrl("sqlite", path="relative/store.sqlite")),
+        ("sqlite:///abs/store.sqlite", store_url.MetadataUrl("sqlite", path="/abs/store.sqlite")),
+        # SQLAlchemy's form of an absolute path: the same file, with one leading slash (a
+        # '//abs' path reads as a host to the file APIs the last good copy goes through).
+        ("sqlite:////abs/store.sqlite", store_url.MetadataUrl("sqlite", path="/abs/store.sqlite")),
     ],
 )
 def test_urls_parse(url, expected):
@@ -120,3 +124,13 @@ def test_a_lock_path_that_is_a_directory_is_one_clear_error(tmp_path) -> None:
             pass
     assert str(err.value) == (f"the lock file {tmp_path}/store.sqlite.lock of the SQLite metadata store is a "
                               f"directory; remove it (rmdir {tmp_path}/store.sqlite.lock) and run again")
+
+
+def test_a_store_named_with_four_slashes_gets_its_last_good_copy(tmp_path):
+    """sqlite:////abs/path: the copy failed with 'invalid uri authority' when the path kept '//'."""
+    from pipeline.store import backup
+
+    url = f"sqlite:///{tmp_path}/store.sqlite"  # tmp_path is absolute: four slashes
+    connection.open_store(store_url.parse_url(url))
+    copy = backup.keep_last_good_copy(url)
+    assert copy is not None and copy.is_file() and copy.parent == tmp_path

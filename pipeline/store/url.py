@@ -57,6 +57,9 @@ def parse_url(url: str) -> MetadataUrl:
         )
     if scheme == "sqlite":
         path = unquote(parts.netloc + parts.path)
+        # sqlite:////abs/path (SQLAlchemy's form) is the same file as sqlite:///abs/path;
+        # the doubled slash would reach file APIs that read '//tmp' as a host (the last good copy).
+        path = "/" + path.lstrip("/") if path.startswith("//") else path
         if not path:
             raise ConfigError(f"metadata URL {url!r} names no file; use sqlite:///path/to/store.sqlite")
         return MetadataUrl(scheme=scheme, path=path)
