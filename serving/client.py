@@ -3,14 +3,17 @@
 gRPC sends `PredictionService.Predict` to `serving_default` with serialized tf.Examples
 (tensorflow-serving-api); REST posts `instances` rows of named features to
 `serving_raw` at /v1/models/<name>[/versions/N | /labels/L]:predict. Both retry with
-backoff when the server is unavailable (starting, reloading), and both fail a bad row
-before anything is sent, naming the row and the feature (serving/rows.py).
+backoff when the server is unavailable (starting, reloading) and while the version asked
+for is still loading (TF Serving answers NOT_FOUND / 404 until it is AVAILABLE: the
+client tells that from a version that is not there by the model's status), and both fail
+a bad row before anything is sent, naming the row and the feature (serving/rows.py).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import time
 import urllib.error
 import urllib.request
@@ -34,6 +37,8 @@ from serving.rows import RowSchema
 DEFAULT_GRPC_PORT = 8500
 DEFAULT_REST_PORT = 8501
 DEFAULT_MODEL_NAME = "penguins"
+# GetModelStatus states of a version TF Serving has seen but not yet loaded.
+LOADING_STATES = ("START", "LOADING")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,11 +120,9 @@ class ServingClient:
         return self._with_retries(lambda: self._rest_predict(rows))
 
     def model_status(self) -> list[dict[str, Any]]:
-        """[{version, state}] of the versions the server knows."""
-        if self.grpc_target:
-            return self._with_retries(self._grpc_status)
-        body = self._with_retries(lambda: self._rest("GET", self._rest_path("")))
-        return [{"version": int(v["version"]), "state": v["state"]} for v in body["model_version_status"]]
+        """[{version, state}] of the versions the server knows (state: START, LOADING,
+        AVAILABLE, UNLOADING or END)."""
+        return self._with_retries(self._status)
 
     def model_metadata(self) -> dict[str, Any]:
         """The signatures the server exposes: {name: {inputs: [...], outputs: [...]}}."""
@@ -137,11 +140,41 @@ class ServingClient:
             try:
                 return call()
             except _Unavailable as err:
-                if attempt == self.retries:
-                    raise ServingClientError(f"{self._where()} is unavailable after {attempt + 1} tries: {err}; "
-                                             "check that the server is up and has loaded the model") from None
-                time.sleep(self.backoff_s * 2 ** attempt)
+                reason = str(err)
+            except _NotFound as err:
+                loading = self._still_loading(err.details)
+                if loading is None:
+                    raise ServingClientError(err.refusal) from None
+                reason = loading
+            if attempt == self.retries:
+                raise ServingClientError(f"{self._where()} is unavailable after {attempt + 1} tries: {reason}; "
+                                         "check that the server is up and has loaded the model") from None
+            time.sleep(self.backoff_s * 2 ** attempt)
         raise AssertionError("unreachable")
+
+    def _still_loading(self, details: str) -> str | None:
+        """Why a "Servable not found" is worth another try: the version it names (a label
+        resolves to one: Specific(name, version)), or for the latest any version, is START
+        or LOADING in the model's status. None when not (no such version, one unloaded)."""
+        specific = re.search(rf"Servable not found for request: Specific\({re.escape(self.model_name)}, (\d+)\)",
+                             details)
+        if specific is None and f"Servable not found for request: Latest({self.model_name})" not in details:
+            return None
+        try:
+            states = self._status()
+        except (ServingClientError, _Unavailable, _NotFound):
+            return None
+        loading = [s for s in states if s["state"] in LOADING_STATES
+                   and (specific is None or s["version"] == int(specific.group(1)))]
+        if not loading:
+            return None
+        return f"version {loading[0]['version']} of '{self.model_name}' is not loaded yet ({loading[0]['state']})"
+
+    def _status(self) -> list[dict[str, Any]]:
+        if self.grpc_target:
+            return self._grpc_status()
+        body = self._rest("GET", self._rest_path(""))
+        return [{"version": int(v["version"]), "state": v["state"]} for v in body["model_version_status"]]
 
     def _where(self) -> str:
         return f"gRPC {self.grpc_target}" if self.grpc_target else f"REST {self.rest_url}"
@@ -176,6 +209,8 @@ class ServingClient:
             code, details = err.code(), err.details()
             if code == grpc.StatusCode.UNAVAILABLE:
                 raise _Unavailable(details) from None
+            if code == grpc.StatusCode.NOT_FOUND:
+                raise _NotFound(f"{self._where()} refused the request ({code.name}): {details}", details) from None
             if code == grpc.StatusCode.DEADLINE_EXCEEDED:
                 raise ServingClientError(f"{self._where()} did not answer within {self.timeout_s} s") from None
             raise ServingClientError(f"{self._where()} refused the request ({code.name}): {details}") from None
@@ -251,6 +286,8 @@ class ServingClient:
                 pass
             if err.code == 503:
                 raise _Unavailable(message) from None
+            if err.code == 404:
+                raise _NotFound(f"{self._where()} refused the request (HTTP 404): {message}", message) from None
             raise ServingClientError(f"{self._where()} refused the request (HTTP {err.code}): {message}") from None
         except (urllib.error.URLError, ConnectionError) as err:
             reason = getattr(err, "reason", err)
@@ -272,6 +309,14 @@ class ServingClient:
 
 class _Unavailable(Exception):
     """The server is not (yet) there: worth another try."""
+
+
+class _NotFound(Exception):
+    """NOT_FOUND / 404: the version asked for is not served, perhaps only not yet (loading)."""
+
+    def __init__(self, refusal: str, details: str) -> None:
+        super().__init__(refusal)
+        self.refusal, self.details = refusal, details
 
 
 def _values(values: list) -> list[Prediction]:
