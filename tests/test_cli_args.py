@@ -17,7 +17,8 @@ from trainer_module.search_space import TuningConfig
 
 # Flags of `run` that set something other than one field of the same meaning.
 # Flags that say where Beam runs: BeamOptions, not PipelineConfig.
-BEAM_FLAGS = {"beam_runner", "spark_master", "spark_job_server_jar", "job_endpoint", "worker_pool", "beam_arg"}
+BEAM_FLAGS = {"beam_runner", "spark_master", "spark_job_server_jar", "job_endpoint", "worker_pool", "beam_arg",
+              "spark_driver_host"}
 # Flags of how `run` reports, not what it runs.
 OUTPUT_FLAGS = {"json", "allow_unblessed"}
 SPECIAL = {"split", "no_cache", "verbose", "handler", "command"} | BEAM_FLAGS | OUTPUT_FLAGS

@@ -133,12 +133,14 @@ def _refuse_unrecorded(config, store, version: int | None) -> None:
     """A version no push record vouches for is a push still under way (its run may yet die,
     and the version be set aside): labelling it stable would leave the label on nothing."""
     from pipeline import workspace
-    from serving import model_config
+    from serving import model_config, push
 
     target = version if version is not None else model_config.status(config.serving_dir.parent,
                                                                      config.serving_dir.name).canary
+    if target is None or target not in push.versions(config.serving_dir):
+        return  # not there at all: promote says so
     history, damaged = workspace.recorded_pushes(config, store, live_runs_possible=True)
-    if target is not None and not damaged and not history.vouches_for(target):
+    if not damaged and not history.vouches_for(target):
         raise ConfigError(f"version {target} of {config.serving_dir.name!r} has no push record yet: the run "
                           "pushing it has not recorded it (it is still going, or ended before that and the next "
                           "command sets the version aside); promote it once `turbotfx runs` shows the run completed")
