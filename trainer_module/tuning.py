@@ -325,7 +325,10 @@ class _Pruning(keras.callbacks.Callback):
         if epoch < PRUNER_WARMUP_EPOCHS or loss is None or not math.isfinite(loss):
             return
         self.trial.report(float(loss), epoch)
-        if self.trial.should_prune():
+        # A trial trained to its last epoch has cost all it will: it completes and is scored
+        # (as the folds' path never prunes after the last fold).
+        last = epoch + 1 >= self.params.get("epochs", epoch + 1)
+        if not last and self.trial.should_prune():
             raise optuna.TrialPruned(f"epoch {epoch + 1}: validation loss {loss:.4f}")
 
 
