@@ -16,7 +16,9 @@ own floor and the ones below, never from one above (tests/test_architecture.py c
               diff, render, pushes, run_state), report/ (the run's report page: records,
               files, charts, page, write), workspace (a workspace's life as library
               calls: the store held and checked, runs left unfinished marked, serving
-              reconciled with MLMD, one pipeline run start to end; never prints)
+              reconciled with MLMD, one pipeline run start to end; never prints),
+              serving_labels (`serving promote | rollback | status` as library calls
+              that never print: the labels changed or read, checked against MLMD first)
   cli/        the `turbotfx` command line: the only floor that prints
 
 components/ stands between config and definition: below the definition, pipeline/ imports

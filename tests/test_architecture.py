@@ -104,6 +104,7 @@ def test_the_graph_is_read_from_the_source():
     assert "pipeline.store.url" in graph["pipeline.config"]
     assert "serving.contract" in graph["serving.warmup"]
     assert "pipeline.provenance.lineage" in graph["pipeline.cli.provenance"]  # inside the handler
+    assert "pipeline.serving_labels" in graph["pipeline.cli.serve"]  # inside the handler
 
 
 def test_the_circle_finder_finds_circles():
@@ -129,7 +130,8 @@ PIPELINE_FLOORS = (
     ("pipeline", "pipeline.errors", "pipeline.atomic", "pipeline.store", "pipeline.store.url", "pipeline.datasets"),
     ("pipeline.config",),
     ("pipeline.store.connection", "pipeline.deployment", "pipeline.vertex", "pipeline.pipeline"),
-    ("pipeline.runners", "pipeline.provenance", "pipeline.report", "pipeline.workspace"),
+    ("pipeline.runners", "pipeline.provenance", "pipeline.report", "pipeline.workspace",
+     "pipeline.serving_labels"),
     ("pipeline.cli",),
 )
 
@@ -149,6 +151,7 @@ def test_every_pipeline_module_has_a_floor():
     assert floor_of("pipeline.store.url") == 0 and floor_of("pipeline.store.connection") == 2
     assert floor_of("pipeline.cli.args") == 4
     assert floor_of("pipeline.workspace") == floor_of("pipeline.provenance.graph") == 3
+    assert floor_of("pipeline.serving_labels") == 3  # beside workspace, whose reconciliation it calls
 
 
 def test_pipeline_imports_only_its_own_floor_or_below():

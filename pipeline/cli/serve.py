@@ -1,11 +1,11 @@
-"""`turbotfx serving promote | rollback | status`: the labels TF Serving routes by; and
-`turbotfx predict`: rows in (JSON or CSV), label and probabilities out, from the newest
-pushed model in-process or from a TF Serving server over gRPC or REST."""
+"""`turbotfx serving promote | rollback | status`: the labels TF Serving routes by, changed
+or read by pipeline/serving_labels.py and rendered here as text or JSON; and `turbotfx
+predict`: rows in (JSON or CSV), label and probabilities out, from the newest pushed model
+in-process or from a TF Serving server over gRPC or REST."""
 
 from __future__ import annotations
 
 import argparse
-import errno
 import json
 import os
 import sys
@@ -18,6 +18,7 @@ from pipeline.errors import ConfigError
 
 if TYPE_CHECKING:  # serving/ loads with the commands that use it, not at start-up
     from pipeline.datasets import Dataset
+    from pipeline.serving_labels import ServingStatus
     from serving.rows import RowSchema
 
 
@@ -62,88 +63,36 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 # --- serving ---------------------------------------------------------------------------
 
 def handle_serving(args: argparse.Namespace) -> int:
+    """Each chosen model's labels changed or read (pipeline/serving_labels.py), rendered: what
+    was put right and the warnings on stderr as they come, the labels on stdout."""
+    from pipeline import serving_labels
+
     home = cli_args.workspace_config(args).home_path
     if not home.is_dir():
         raise ConfigError(f"no workspace at {home}: run the pipeline there first (`turbotfx run --home {home}`), "
                           "or name the workspace with --home or $TURBOTFX_HOME")
     configs = _chosen_models(args, every_model=args.serving_command == "status")
-    reports = [_serve(args, config) for config in configs]
-    if getattr(args, "format", "text") == "json":
-        # One model named (or the only one): its report, as before; several: each of them.
-        print(json.dumps(reports[0] if len(reports) == 1 else {"models": reports}, indent=2))
+    # MLMD's C++ connection logs kept off the terminal, as cli_args.open_query_store keeps them
+    # (read when MLMD loads, inside the calls below): what went wrong is ours to print.
+    os.environ.setdefault("GLOG_minloglevel", "3")
+    url = args.metadata_url
+    if args.serving_command == "promote":
+        statuses = [serving_labels.promote(config, args.version, _to_stderr, metadata_url=url) for config in configs]
+    elif args.serving_command == "rollback":
+        statuses = [serving_labels.rollback(config, _to_stderr, metadata_url=url) for config in configs]
     else:
-        print("\n".join(_text(report, config.serving_dir.parent) for report, config in zip(reports, configs)))
+        statuses = [serving_labels.status(config, _to_stderr, metadata_url=url) for config in configs]
+    if getattr(args, "format", "text") == "json":
+        # One model named (or the only one): its status, as before; several: each of them.
+        documents = [status.as_json() for status in statuses]
+        print(json.dumps(documents[0] if len(documents) == 1 else {"models": documents}, indent=2))
+    else:
+        print("\n".join(_text(status) for status in statuses))
     return 0
 
 
-def _serve(args: argparse.Namespace, config) -> dict[str, Any]:
-    """One model's promote, rollback or status, checked against the push records first."""
-    from serving import model_config
-
-    serving_root, name = config.serving_dir.parent, config.serving_dir.name
-    try:
-        return _serve_checked(args, config)
-    except OSError as err:
-        if args.serving_command != "status" or err.errno not in _READ_ONLY_ERRNOS:
-            raise
-        # A status is a question: it answers from what is there, put right or not.
-        print(f"turbotfx: warning: {serving_root} cannot be written ({os.strerror(err.errno)}), so its versions "
-              "are not checked against the push records", file=sys.stderr)
-    return _report(model_config.status(serving_root, name), {})
-
-
-# A read-only workspace (a mounted copy, a locked-down folder) answers these.
-_READ_ONLY_ERRNOS = (errno.EACCES, errno.EPERM, errno.EROFS)
-
-
-def _serve_checked(args: argparse.Namespace, config) -> dict[str, Any]:
-    from serving import model_config
-
-    serving_root, name = config.serving_dir.parent, config.serving_dir.name
-    store = _reconciled_store(args, config)
-    with model_config.changing(serving_root):
-        if args.serving_command == "promote":
-            if store is not None:
-                _refuse_unrecorded(config, store, args.version)
-            current = model_config.promote(serving_root, name, args.version)
-        elif args.serving_command == "rollback":
-            current = model_config.rollback(serving_root, name)
-        else:
-            current = model_config.status(serving_root, name)
-        if store is not None and args.serving_command != "status":
-            from pipeline.provenance import pushes
-
-            # A lost models.config is rebuilt with these labels (serving/reconcile.py).
-            assert current.stable is not None and current.canary is not None  # promote and rollback set both
-            pushes.record_label_change(store, name, current.stable, current.canary)
-    for label, version in ((model_config.STABLE, current.stable), (model_config.CANARY, current.canary)):
-        if version is not None and version not in current.versions:
-            print(f"turbotfx: warning: the {label} label of {name!r} points at version {version}, which is not in "
-                  f"{config.serving_dir}: TF Serving serves nothing under it; promote a version that is there",
-                  file=sys.stderr)
-    origins = {}
-    if store is not None and args.serving_command == "status":
-        from pipeline.provenance import lineage
-
-        origins = lineage.pushed_origins(store, current.versions)
-    return _report(current, origins)
-
-
-def _refuse_unrecorded(config, store, version: int | None) -> None:
-    """A version no push record vouches for is a push still under way (its run may yet die,
-    and the version be set aside): labelling it stable would leave the label on nothing."""
-    from pipeline import workspace
-    from serving import model_config, push
-
-    target = version if version is not None else model_config.status(config.serving_dir.parent,
-                                                                     config.serving_dir.name).canary
-    if target is None or target not in push.versions(config.serving_dir):
-        return  # not there at all: promote says so
-    history, damaged = workspace.recorded_pushes(config, store, live_runs_possible=True)
-    if not damaged and not history.vouches_for(target):
-        raise ConfigError(f"version {target} of {config.serving_dir.name!r} has no push record yet: the run "
-                          "pushing it has not recorded it (it is still going, or ended before that and the next "
-                          "command sets the version aside); promote it once `turbotfx runs` shows the run completed")
+def _to_stderr(line: str) -> None:
+    print(line, file=sys.stderr)
 
 
 def _chosen_models(args: argparse.Namespace, every_model: bool = False, needs_dataset: bool = False) -> list:
@@ -180,51 +129,11 @@ def _chosen_models(args: argparse.Namespace, every_model: bool = False, needs_da
     return chosen
 
 
-def _reconciled_store(args: argparse.Namespace, config):
-    """The store (None when no run has made one), after the serving directory was brought
-    into agreement with its push records; what that changed goes to stderr."""
-    from pipeline.store.url import existing_store_url
-
-    # config's store is the one the flags name: --metadata-url, else the workspace's SQLite file.
-    url = existing_store_url(args.metadata_url, config.metadata_path)
-    if url is None:
-        return None
-    from pipeline import workspace
-    from pipeline.store import connection
-
-    try:
-        store = cli_args.open_query_store(url)
-    except connection.DamagedStoreError as err:
-        if args.serving_command != "status":
-            raise  # a label change checked against no records could serve an orphan
-        # Status still lists what is on disk, unchecked against the records.
-        print(f"turbotfx: warning: {err}; versions below are not checked against push records", file=sys.stderr)
-        return None
-    result = workspace.reconcile_serving(config, store, connection.run_may_be_live(url))
-    for line in result.messages():
-        print(f"turbotfx: {line}", file=sys.stderr)
-    return store
-
-
-def _report(current, origins: dict[int, dict[str, Any]]) -> dict[str, Any]:
-    return {
-        "model": current.name,
-        "stable": current.stable,
-        "canary": current.canary,
-        "served": current.served,
-        "versions": [{"version": v, **origins.get(v, {})} for v in current.versions],
-    }
-
-
-def _text(report: dict[str, Any], serving_root: Path) -> str:
-    from serving import model_config
-
-    lines = [f"{report['model']}: stable {report['stable']}, canary {report['canary']}  "
-             f"({model_config.config_path(serving_root)})"]
-    for entry in report["versions"]:
-        labels = [label for label in (model_config.STABLE, model_config.CANARY) if report[label] == entry["version"]]
-        origin = f"model {entry['model_id']}, run {entry['run_id']}" if "model_id" in entry else ""
-        lines.append(f"  {entry['version']:<12} {','.join(labels):<14} {origin}")
+def _text(status: ServingStatus) -> str:
+    lines = [f"{status.model}: stable {status.stable}, canary {status.canary}  ({status.config_path})"]
+    for entry in status.versions:
+        origin = f"model {entry.model_id}, run {entry.run_id}" if entry.model_id is not None else ""
+        lines.append(f"  {entry.version:<12} {','.join(status.labels_of(entry.version)):<14} {origin}")
     return "\n".join(lines)
 
 
