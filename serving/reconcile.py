@@ -2,7 +2,7 @@
 
 A push touches three places in turn: the version directory, models.config and the
 metadata store's PushedModel. A kill or a failed write between them leaves them
-disagreeing; the rules (README, "Recovery"):
+disagreeing; the rules (docs/serving.md, "Recovery"):
   - a version directory no push record accounts for is set aside (<model>/.set-aside/),
     after models.config stops naming it: never served, promoted or counted for retention;
     unless no record accounts for any version on disk (a new store, or another one than

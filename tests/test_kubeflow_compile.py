@@ -402,10 +402,9 @@ def test_submit_without_credentials_or_server_says_how_to_fix(compiled, tmp_path
 
 
 def readme_deploy_commands() -> list[list[str]]:
-    """The turbotfx commands in the README's "Deploy to Vertex AI / Kubeflow" section."""
-    text = (REPO / "README.md").read_text()
-    section = text.split("## Deploy to Vertex AI / Kubeflow", 1)[1].split("\n## ", 1)[0]
-    joined = re.sub(r"\\\n\s*", " ", section)  # shell line continuations
+    """The turbotfx commands of docs/deploy.md (Vertex AI / Kubeflow), as written there."""
+    text = (REPO / "docs" / "deploy.md").read_text()
+    joined = re.sub(r"\\\n\s*", " ", text)  # shell line continuations
     image = re.search(r"^\s*IMAGE=(\S+)", joined, re.MULTILINE).group(1)
     return [shlex.split(line.strip().replace("$IMAGE", image).replace(".venv/bin/turbotfx ", "", 1))
             for line in joined.splitlines() if line.strip().startswith(".venv/bin/turbotfx ")]

@@ -8,7 +8,7 @@ only part of turbotfx that prints.
   deploy      `compile`, `submit`
   provenance  `lineage`, `runs`, `diff`  serve       `serving ...`, `predict`
   schema      `schema infer`            tune        `tune show`
-  report      `report`
+  report      `report`                  reference   docs/cli.md from the parsers
 
 Every command module has `add_parser(commands)` and a handler, and imports TensorFlow,
 TFX, Beam and ml_metadata only inside the handler: `turbotfx --help` stays fast.

@@ -116,7 +116,8 @@ def add_verbose(parser: argparse.ArgumentParser, help: str) -> None:
 
 def add_format(parser: argparse.ArgumentParser, choices: Sequence[str] = ("text", "json"),
                help: str | None = None) -> None:
-    parser.add_argument("--format", choices=tuple(choices), default=choices[0], help=help)
+    parser.add_argument("--format", choices=tuple(choices), default=choices[0],
+                        help=help or f"how to print the answer (default: {choices[0]})")
 
 
 # --- groups of flags -------------------------------------------------------------------

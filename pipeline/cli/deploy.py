@@ -42,13 +42,15 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     training = compile_.add_argument_group("Vertex AI Training for the Trainer (optional)")
     training.add_argument("--training-machine-type", help="e.g. n1-standard-8; turns Vertex AI Training on")
     training.add_argument("--training-accelerator", default="", help="e.g. NVIDIA_TESLA_T4")
-    training.add_argument("--training-accelerator-count", type=int, default=0)
+    training.add_argument("--training-accelerator-count", type=int, default=0,
+                          help="accelerators per machine, with --training-accelerator (default: 0)")
     training.add_argument("--training-replicas", type=int, default=1,
                           help="machines; more than 1 trains with MultiWorkerMirroredStrategy")
 
     endpoint = compile_.add_argument_group("Vertex AI endpoint push (optional, beside the TF Serving push)")
     endpoint.add_argument("--vertex-endpoint", help="endpoint name; turns the Vertex endpoint Pusher on")
-    endpoint.add_argument("--endpoint-machine-type", default="n1-standard-4")
+    endpoint.add_argument("--endpoint-machine-type", default="n1-standard-4",
+                          help="machine type serving the endpoint (default: n1-standard-4)")
 
     compile_.add_argument("--resources", action="append", default=[], metavar="NODE:cpu=N,memory=GB[,accelerator=TYPE,accelerator_count=N]",
                           help="CPU (cores), memory (GB) and accelerator limits of one component, repeatable "
@@ -68,8 +70,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     submit.add_argument("--job-id", help="Vertex: job id (default: <pipeline name>-<UTC timestamp>)")
     submit.add_argument("--pipeline-root", help="override the compiled pipeline root")
     caching = submit.add_mutually_exclusive_group()
-    caching.add_argument("--cache", dest="enable_caching", action="store_true", default=None)
-    caching.add_argument("--no-cache", dest="enable_caching", action="store_false")
+    caching.add_argument("--cache", dest="enable_caching", action="store_true", default=None,
+                         help="turn caching on for every task (default: as compiled)")
+    caching.add_argument("--no-cache", dest="enable_caching", action="store_false",
+                         help="turn caching off for every task")
     submit.add_argument("--dry-run", action="store_true", help="print the exact request instead of sending it")
     compile_.set_defaults(handler=handle)
     submit.set_defaults(handler=handle)
