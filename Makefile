@@ -5,12 +5,19 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 ARGS ?=
+# The suite's workers (pytest-xdist): one a core on the 2-core machines it is sized for. A module
+# stays on one worker (its module fixtures built once; session fixtures once a worker), and
+# modules are dealt in collection order: tests/cluster and tests/e2e, the pipeline runs, first,
+# the many short modules filling in behind. xdist's own order (most tests first) left the
+# single-test runs of a minute each for the end, with one worker idle.
+TEST_WORKERS ?= 2
+PYTEST := $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
 
 # python3.10 on PATH, else a pyenv-installed 3.10 (a pyenv shim for an inactive version fails the probe).
 PYTHON310 ?= $(shell for p in python3.10 $$(ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/versions/3.10.*/bin/python3.10 2>/dev/null | sort -V | tail -n 1); do \
 	"$$p" -c 'import sys; assert sys.version_info[:2] == (3, 10)' >/dev/null 2>&1 && { command -v "$$p"; break; }; done)
 
-.PHONY: run test test-fast lint bench bench-trainer bench-lineage bench-serving bench-scale bench-columns bench-quality lock clean cluster-deps cluster-test
+.PHONY: run test test-fast test-shuffled lint bench bench-trainer bench-lineage bench-serving bench-scale bench-columns bench-quality lock clean cluster-deps cluster-test
 
 run: $(STAMP)
 	$(VENV)/bin/turbotfx run $(ARGS)
@@ -19,7 +26,7 @@ run: $(STAMP)
 # MariaDB and PostgreSQL servers on loopback: install the Debian packages first when missing.
 test: $(STAMP) lint cluster-deps
 	bash tests/doubles/install_test_packages.sh
-	$(PY) -m pytest $(ARGS)
+	$(PYTEST) $(ARGS)
 
 # Beam's Spark job server and the Spark engine, from Maven Central into .cache/cluster (mvn).
 cluster-deps: $(STAMP)
@@ -29,10 +36,17 @@ cluster-deps: $(STAMP)
 cluster-test: $(STAMP) cluster-deps
 	$(PY) -m pytest -m cluster $(ARGS)
 
-# Everything but the end-to-end pipeline runs.
+# The daily loop: everything but the whole-pipeline runs (under 3 minutes on 2 cores).
 test-fast: $(STAMP) lint
 	bash tests/doubles/install_test_packages.sh
-	$(PY) -m pytest -m "not e2e" $(ARGS)
+	$(PYTEST) -m "not e2e" $(ARGS)
+
+# Every test in one process, in an order shuffled by SEED (printed in the header), so a test
+# that leans on another's leftovers fails: slower than `make test`, for when time allows.
+SEED ?= $(shell date +%s)
+test-shuffled: $(STAMP) cluster-deps
+	bash tests/doubles/install_test_packages.sh
+	$(PY) -m pytest --shuffle $(SEED) --durations=25 $(ARGS)
 
 # ruff over the tree; mypy over the library packages ([tool.mypy] in pyproject.toml).
 lint: $(STAMP)
