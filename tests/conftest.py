@@ -7,8 +7,12 @@ import os
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import contextlib  # noqa: E402
 import dataclasses  # noqa: E402
+import io  # noqa: E402
+import logging  # noqa: E402
 import shutil  # noqa: E402
+import signal  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -22,6 +26,9 @@ pytest_plugins = ["tests.doubles.db_fixtures", "tests.shuffle", "pytester"]
 
 # Few epochs: the tests check wiring and contracts, not model quality.
 FAST_RUN_ARGS = ("--epochs", "5", "--min-accuracy", "0.5")
+# An own table of a few hundred rows bags five models by default: one, where a test asserts
+# nothing about bagging (those that do say --bag-folds themselves, or leave the default).
+ONE_MODEL_ARGS = ("--bag-folds", "1")
 
 
 @dataclasses.dataclass
@@ -49,15 +56,68 @@ def turbotfx(*args: str, home: Path, timeout: int = 600, env: dict[str, str] | N
                      stdout=completed.stdout)
 
 
+def cli(*args: str, home: Path, env: dict[str, str] | None = None) -> CliResult:
+    """`turbotfx` in this process (pipeline.cli.main.main), for parse and error cases where the
+    CLI's own process is not what is tested: the exit code and lines turbotfx() would give,
+    without a fresh interpreter's imports (seconds each for TFX and kfp). A command that leaves
+    this process changed (its environment, signal handlers, logging, the Keras precision
+    policy, the working directory) fails the test: the next test would inherit it."""
+    from pipeline.cli import main as cli_main  # the package's main(argv)
+
+    before = _process_state()
+    saved_env = dict(os.environ)
+    expected_env = {**saved_env, "TURBOTFX_HOME": str(home), **(env or {})}
+    os.environ.update(expected_env)
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = cli_main(list(args))
+            except SystemExit as exit_:  # argparse: usage errors (2) and --help (0)
+                code = exit_.code if isinstance(exit_.code, int) else int(exit_.code is not None)
+        changed_env = sorted(k for k in {*os.environ, *expected_env}
+                             if os.environ.get(k) != expected_env.get(k) and k not in _ENV_THE_CLI_MAY_SET)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved_env)
+    assert not changed_env, f"turbotfx {' '.join(args)} left the environment changed: {changed_env}"
+    after = _process_state()
+    assert after == before, f"turbotfx {' '.join(args)} left this process changed: {before} -> {after}"
+    return CliResult(home=home, exit_code=code, output=out.getvalue() + err.getvalue(), stdout=out.getvalue())
+
+
+# Set once a process: by the CLI before MLMD's or TF's C++ logging loads (to keep it off the
+# terminal), and by TensorFlow's first import (OpenMP, v2 behaviour, platform). Harmless later.
+_ENV_THE_CLI_MAY_SET = frozenset({"GLOG_minloglevel", "TF_CPP_MIN_LOG_LEVEL", "KMP_DUPLICATE_LIB_OK",
+                                  "KMP_INIT_AT_FORK", "TF2_BEHAVIOR", "TPU_ML_PLATFORM"})
+
+
+def _process_state() -> dict[str, object]:
+    """What a command run in this process could leave behind for the next test."""
+    import sys as sys_
+
+    state: dict[str, object] = {
+        "cwd": os.getcwd(),
+        "signals": {s.name: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE)},
+        "root_logging": (logging.getLogger().level, len(logging.getLogger().handlers)),
+        "streams": (sys_.stdout, sys_.stderr),
+    }
+    # A Trainer sets a global mixed-precision policy; float32 until tf_keras is loaded.
+    keras = sys_.modules.get("tf_keras")
+    state["precision"] = keras.mixed_precision.global_policy().name if keras else "float32"
+    return state
+
+
 def init_and_run(data_root: Path, label: str, dataset_file: Path, home: Path,
                  *run_args: str) -> tuple[CliResult, Path]:
     """`turbotfx init` on a user's table, then `turbotfx run` on the file it wrote, as a user
     would; both must succeed and the model be blessed and pushed. Returns init's result and
-    the pushed model's directory."""
+    the pushed model's directory. One model unless run_args say --bag-folds."""
     init = turbotfx("init", "--data-root", str(data_root), "--label", label, "--output", str(dataset_file),
                     home=home)
     assert init.exit_code == 0, init.output
-    run = turbotfx("run", "--dataset", str(dataset_file), *run_args, home=home)
+    one_model = () if "--bag-folds" in run_args else ONE_MODEL_ARGS
+    run = turbotfx("run", "--dataset", str(dataset_file), *one_model, *run_args, home=home)
     assert run.exit_code == 0, run.output
     assert "blessed: yes" in run.output, run.output
     pushed = [line.split("pushed: ", 1)[1] for line in run.output.splitlines() if line.startswith("pushed: /")]

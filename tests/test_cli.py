@@ -10,7 +10,7 @@ import pytest
 
 from pipeline import datasets
 from pipeline.datasets import prepare
-from tests.conftest import turbotfx
+from tests.conftest import cli, turbotfx
 from tests.test_store_damage import make_store, overwrite_middle
 
 
@@ -86,17 +86,17 @@ def test_schema_infer_never_overwrites_a_file_unless_forced(tmp_path):
     prepare.write_penguins_csv(root / "penguins.csv", datasets.load("penguins"))
     curated = tmp_path / "penguins.schema.pbtxt"
     curated.write_text("# curated by hand\n")
-    refused = turbotfx("schema", "infer", "--data-root", str(root), "--output", str(curated), home=tmp_path / "ws")
+    refused = cli("schema", "infer", "--data-root", str(root), "--output", str(curated), home=tmp_path / "ws")
     assert refused.exit_code == 2 and "exists" in refused.output and "--force" in refused.output, refused.output
     assert curated.read_text() == "# curated by hand\n"
-    forced = turbotfx("schema", "infer", "--data-root", str(root), "--output", str(curated), "--force",
-                      home=tmp_path / "ws")
+    forced = cli("schema", "infer", "--data-root", str(root), "--output", str(curated), "--force",
+                 home=tmp_path / "ws")
     assert forced.exit_code == 0, forced.output
     assert 'name: "species"' in curated.read_text()
 
 
 def test_schema_infer_on_a_missing_directory(tmp_path):
-    result = turbotfx("schema", "infer", "--data-root", str(tmp_path / "nope"), home=tmp_path / "ws")
+    result = cli("schema", "infer", "--data-root", str(tmp_path / "nope"), home=tmp_path / "ws")
     assert result.exit_code == 2
     assert "does not exist" in result.output
 

@@ -16,6 +16,7 @@ from pipeline import datasets
 from pipeline.datasets import draft as draft_file
 from pipeline.datasets import infer
 from pipeline.errors import ConfigError
+from tests.conftest import cli
 from trainer_module.config import TrainingConfig
 
 ROWS = 200
@@ -365,8 +366,8 @@ def test_cli_init_prints_every_decision_and_writes_both_files(tables_on_disk, tm
 def test_cli_init_bad_input_writes_nothing(tables_on_disk, tmp_path, args, message):
     _, roots = tables_on_disk
     output = tmp_path / "out" / "x.toml"
-    code, out, err = _cli("init", "--data-root", str(roots["csv"]), "--output", str(output), *args,
-                          cwd=tmp_path, home=tmp_path / "ws")
+    result = cli("init", "--data-root", str(roots["csv"]), "--output", str(output), *args, home=tmp_path / "ws")
+    code, out, err = result.exit_code, result.stdout, result.output[len(result.stdout):]
     assert code == 2 and out == ""
     assert len(err.splitlines()) == 1 and err.startswith("turbotfx: error: ") and message in err
     assert not (tmp_path / "out").exists()

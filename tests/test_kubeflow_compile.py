@@ -18,7 +18,7 @@ from kfp.pipeline_spec import pipeline_spec_pb2
 
 from pipeline.runners import kubeflow
 from tests import REPO
-from tests.conftest import turbotfx
+from tests.conftest import cli, turbotfx
 from tests.doubles.kfp_server import EXPERIMENT_ID, RUN_ID, FakeKfpApi
 
 IMAGE = "us-docker.pkg.dev/demo-project/ml/turbotfx:1.0"
@@ -330,7 +330,7 @@ def test_kubeflow_submit_sends_what_the_dry_run_prints(compiled, tmp_path):
 )
 def test_bad_compile_input_is_one_clear_error(tmp_path, args, message):
     output = tmp_path / "pipeline.json"
-    result = turbotfx("compile", *args, "--output", str(output), home=tmp_path / "home")
+    result = cli("compile", *args, "--output", str(output), home=tmp_path / "home")
     assert result.exit_code == 2, result.output
     assert message in result.output
     assert result.output.count("turbotfx: error:") == 1
@@ -340,16 +340,16 @@ def test_bad_compile_input_is_one_clear_error(tmp_path, args, message):
 
 def test_bad_compile_input_found_while_building_leaves_no_file(tmp_path):
     output = tmp_path / "pipeline.yaml"
-    result = turbotfx("compile", "--target", "kubeflow", "--image", IMAGE, "--pipeline-root", ROOT,
-                      "--resources", "Trainr:cpu=2", "--output", str(output), home=tmp_path)
+    result = cli("compile", "--target", "kubeflow", "--image", IMAGE, "--pipeline-root", ROOT,
+                   "--resources", "Trainr:cpu=2", "--output", str(output), home=tmp_path)
     assert result.exit_code == 2, result.output
     assert "no component named Trainr to give resources to; components: CsvExampleGen" in result.output
     assert not output.exists() and list(tmp_path.iterdir()) == []
 
 
 def test_kubeflow_output_must_be_yaml(tmp_path):
-    result = turbotfx("compile", "--target", "kubeflow", "--image", IMAGE, "--pipeline-root", ROOT,
-                      "--output", str(tmp_path / "pipeline.json"), home=tmp_path)
+    result = cli("compile", "--target", "kubeflow", "--image", IMAGE, "--pipeline-root", ROOT,
+                   "--output", str(tmp_path / "pipeline.json"), home=tmp_path)
     assert result.exit_code == 2
     assert "the kubeflow target writes a YAML file; name it e.g. pipeline.yaml" in result.output
 
@@ -372,14 +372,14 @@ def test_kubeflow_output_must_be_yaml(tmp_path):
     ],
 )
 def test_bad_submit_input_is_one_clear_error(compiled, tmp_path, args, message):
-    result = turbotfx("submit", str(compiled["vertex"]), *args, "--dry-run", home=tmp_path, env=NO_CLOUD)
+    result = cli("submit", str(compiled["vertex"]), *args, "--dry-run", home=tmp_path, env=NO_CLOUD)
     assert result.exit_code == 2, result.output
     assert message in result.output
     assert "Traceback" not in result.output
 
 
 def test_submit_without_credentials_or_server_says_how_to_fix(compiled, tmp_path):
-    vertex = turbotfx("submit", str(compiled["vertex"]), "--target", "vertex", "--project", "p",
+    vertex = cli("submit", str(compiled["vertex"]), "--target", "vertex", "--project", "p",
                       "--region", "us-central1", home=tmp_path,
                       env={**NO_CLOUD, "GOOGLE_APPLICATION_CREDENTIALS": str(tmp_path / "missing-key.json")})
     assert vertex.exit_code == 2, vertex.output
@@ -387,16 +387,16 @@ def test_submit_without_credentials_or_server_says_how_to_fix(compiled, tmp_path
     assert "gcloud auth application-default login" in vertex.output
     with FakeKfpApi() as api:
         closed_port = api.host
-    kfp = turbotfx("submit", str(compiled["kubeflow"]), "--target", "kubeflow", "--host", closed_port,
+    kfp = cli("submit", str(compiled["kubeflow"]), "--target", "kubeflow", "--host", closed_port,
                    home=tmp_path)
     assert kfp.exit_code == 2, kfp.output
     assert f"nothing answers at {closed_port} (Failed to establish a new connection" in kfp.output
     with FakeKfpApi(reject_with=403) as api:
-        denied = turbotfx("submit", str(compiled["kubeflow"]), "--target", "kubeflow", "--host", api.host,
+        denied = cli("submit", str(compiled["kubeflow"]), "--target", "kubeflow", "--host", api.host,
                           home=tmp_path)
     assert denied.exit_code == 2, denied.output
     assert "refused the credentials (403" in denied.output and "TURBOTFX_KFP_TOKEN" in denied.output
-    missing = turbotfx("submit", str(tmp_path / "nope.json"), "--target", "vertex", "--project", "p",
+    missing = cli("submit", str(tmp_path / "nope.json"), "--target", "vertex", "--project", "p",
                        "--region", "r", home=tmp_path)
     assert missing.exit_code == 2 and "no compiled pipeline at" in missing.output
 
@@ -434,8 +434,8 @@ def test_a_dataset_file_outside_the_source_tree_cannot_travel_in_the_image(tmp_p
                                        'schema = "own.schema.pbtxt"\n[features]\nx = "numeric"\n'
                                        '[blessing]\nthreshold = 1.0\n')
     output = tmp_path / "pipeline.json"
-    result = turbotfx("compile", "--target", "vertex", "--image", IMAGE, "--pipeline-root", ROOT,
-                      "--dataset", str(tmp_path / "own.toml"), "--data-root", "gs://b/own",
+    result = cli("compile", "--target", "vertex", "--image", IMAGE, "--pipeline-root", ROOT,
+                   "--dataset", str(tmp_path / "own.toml"), "--data-root", "gs://b/own",
                       "--output", str(output), home=tmp_path / "home")
     assert result.exit_code == 2, result.output
     assert f"the schema of {tmp_path / 'own.toml'}" in result.output
@@ -445,8 +445,8 @@ def test_a_dataset_file_outside_the_source_tree_cannot_travel_in_the_image(tmp_p
 
 def test_a_built_in_dataset_file_compiles_with_its_schema_path_in_the_image(tmp_path):
     output = tmp_path / "pipeline.json"
-    result = turbotfx("compile", "--target", "vertex", "--image", IMAGE, "--pipeline-root", ROOT,
-                      "--dataset", "synthetic", "--data-root", "gs://b/synthetic", "--output", str(output),
+    result = cli("compile", "--target", "vertex", "--image", IMAGE, "--pipeline-root", ROOT,
+                   "--dataset", "synthetic", "--data-root", "gs://b/synthetic", "--output", str(output),
                       home=tmp_path / "home", env=NO_CLOUD)
     assert result.exit_code == 0, result.output
     spec = json.loads(output.read_text())["pipelineSpec"]
@@ -456,7 +456,7 @@ def test_a_built_in_dataset_file_compiles_with_its_schema_path_in_the_image(tmp_
 
 def test_a_tuned_compile_puts_the_tuner_before_the_trainer(compiled, tmp_path):
     out = tmp_path / "tuned.json"
-    result = turbotfx(*VERTEX_ARGS, "--tune-trials", "30", "--tune-parallelism", "4",
+    result = cli(*VERTEX_ARGS, "--tune-trials", "30", "--tune-parallelism", "4",
                       "--tune-storage", "mysql://tuner@10.1.2.3/studies", "--tune-study", "penguins-nightly",
                       "--output", str(out), home=tmp_path / "home", env=NO_CLOUD)
     assert result.exit_code == 0, result.output

@@ -243,14 +243,24 @@ def _absl_to_python_logging() -> None:
 
 
 def quietly(function: Callable[..., Any], *args: Any) -> Any:
-    """Runs function with TFX, absl and client-library info logs kept off the terminal."""
-    logging.getLogger().setLevel(logging.ERROR)
-    for name in ("absl", "google", "kfp", "urllib3"):
-        logging.getLogger(name).setLevel(logging.ERROR)
+    """Runs function with TFX, absl and client-library info logs kept off the terminal; the
+    levels are put back after, for a caller that goes on in the same process (main() called
+    from Python, a notebook)."""
+    loggers = [logging.getLogger(name) for name in ("", "absl", "google", "kfp", "urllib3")]
+    saved_levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.ERROR)
     try:
         from absl import logging as absl_logging
-
-        absl_logging.set_verbosity(absl_logging.ERROR)
     except ImportError:
-        pass
-    return function(*args)
+        absl_logging = None
+    saved_verbosity = absl_logging.get_verbosity() if absl_logging else None
+    if absl_logging:
+        absl_logging.set_verbosity(absl_logging.ERROR)
+    try:
+        return function(*args)
+    finally:
+        for logger, level in zip(loggers, saved_levels):
+            logger.setLevel(level)
+        if absl_logging:
+            absl_logging.set_verbosity(saved_verbosity)
