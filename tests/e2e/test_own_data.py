@@ -154,7 +154,8 @@ def test_binary_csv_table(tmp_path):
     epochs = int(re.search(r"^epochs = (\d+)$", written, re.M)[1])
     dataset_file.write_text(written.replace(f"epochs = {epochs}", f"epochs = {epochs + 1}"))
     assert f"epochs = {epochs + 1}" in dataset_file.read_text()
-    rerun = turbotfx("run", "--dataset", str(dataset_file), "--epochs", "20", home=tmp_path / "ws")
+    rerun = turbotfx("run", "--dataset", str(dataset_file), "--epochs", "20", *conftest.ONE_MODEL_ARGS,
+                     home=tmp_path / "ws")
     assert rerun.exit_code == 0, rerun.output
     runs = json.loads(turbotfx("runs", "--format", "json", home=tmp_path / "ws").stdout)
     newer, older = runs[0]["model_id"], runs[1]["model_id"]

@@ -15,7 +15,7 @@ from pipeline.config import PipelineConfig
 from pipeline.provenance.graph import event_key
 from pipeline.store.connection import open_store
 from pipeline.store.url import sqlite_url
-from tests.conftest import CliResult, turbotfx
+from tests.conftest import ONE_MODEL_ARGS, CliResult, turbotfx
 from tests.e2e.test_own_data import CHARGES, CHURNED, PLAN, SEATS, SPEND, TENURE, customers
 
 pytestmark = pytest.mark.e2e
@@ -54,7 +54,8 @@ def test_two_datasets_in_one_workspace(first_run_copy: CliResult, tmp_path: Path
     assert init.exit_code == 0, init.output
 
     # The penguins model is the latest push in the workspace, and another dataset's: no baseline.
-    first = turbotfx("run", "--dataset", str(dataset_file), "--epochs", "20", "--json", home=home)
+    first = turbotfx("run", "--dataset", str(dataset_file), "--epochs", "20", *ONE_MODEL_ARGS, "--json",
+                     home=home)
     summary = _json(first)  # stdout holds one JSON document; progress went to stderr
     assert summary["model_name"] == SPEND_MODEL and summary["status"] == "COMPLETE"
     assert summary["verdict"]["blessed"] is True and summary["pushed_version"], summary
@@ -64,7 +65,8 @@ def test_two_datasets_in_one_workspace(first_run_copy: CliResult, tmp_path: Path
     assert _evaluator_inputs(home)[-1] == (spend_first, None)
 
     # A second spend model (one more epoch: a new Trainer run) is compared with the first.
-    second = turbotfx("run", "--dataset", str(dataset_file), "--epochs", "21", "--allow-unblessed", home=home)
+    second = turbotfx("run", "--dataset", str(dataset_file), "--epochs", "21", *ONE_MODEL_ARGS,
+                      "--allow-unblessed", home=home)
     assert second.exit_code == 0, second.output
     spend_second, baseline = _evaluator_inputs(home)[-1]
     assert spend_second != spend_first and baseline == spend_first
