@@ -15,6 +15,7 @@ import shutil  # noqa: E402
 import signal  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
+import tempfile  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Iterator  # noqa: E402
 
@@ -57,10 +58,12 @@ def turbotfx(*args: str, home: Path, timeout: int = 600, env: dict[str, str] | N
 
 
 def cli(*args: str, home: Path, env: dict[str, str] | None = None) -> CliResult:
-    """`turbotfx` in this process (pipeline.cli.main.main), for parse and error cases where the
-    CLI's own process is not what is tested: the exit code and lines turbotfx() would give,
-    without a fresh interpreter's imports (seconds each for TFX and kfp). A command that leaves
-    this process changed (its environment, signal handlers, logging, the Keras precision
+    """`turbotfx` in this process (pipeline.cli.main), where the CLI's own process is not what
+    is tested (parse and error cases, the init a run needs): the exit code and lines turbotfx()
+    would give, without a fresh interpreter's imports (seconds each for TFX, TFDV and kfp). Not
+    for pipeline runs: two runs in one process disagreed (the second run's recorded metrics and
+    its pushed model's predictions), so runs stay in processes of their own. A command that
+    leaves this process changed (its environment, signal handlers, logging, the Keras precision
     policy, the working directory) fails the test: the next test would inherit it."""
     from pipeline.cli import main as cli_main  # the package's main(argv)
 
@@ -70,7 +73,9 @@ def cli(*args: str, home: Path, env: dict[str, str] | None = None) -> CliResult:
     os.environ.update(expected_env)
     out, err = io.StringIO(), io.StringIO()
     try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        # The console writes to the terminal's descriptors (a duplicate of fd 1), not sys.stdout.
+        with _fd_written(1) as out_fd, _fd_written(2) as err_fd, contextlib.redirect_stdout(out), \
+                contextlib.redirect_stderr(err):
             try:
                 code = cli_main(list(args))
             except SystemExit as exit_:  # argparse: usage errors (2) and --help (0)
@@ -83,7 +88,24 @@ def cli(*args: str, home: Path, env: dict[str, str] | None = None) -> CliResult:
     assert not changed_env, f"turbotfx {' '.join(args)} left the environment changed: {changed_env}"
     after = _process_state()
     assert after == before, f"turbotfx {' '.join(args)} left this process changed: {before} -> {after}"
-    return CliResult(home=home, exit_code=code, output=out.getvalue() + err.getvalue(), stdout=out.getvalue())
+    stdout, stderr = "".join(out_fd) + out.getvalue(), "".join(err_fd) + err.getvalue()
+    return CliResult(home=home, exit_code=code, output=stdout + stderr, stdout=stdout)
+
+
+@contextlib.contextmanager
+def _fd_written(fd: int) -> Iterator[list[str]]:
+    """What the body writes to a file descriptor, in the list yielded once the body ends."""
+    written: list[str] = []
+    with tempfile.TemporaryFile() as sink:
+        saved = os.dup(fd)
+        os.dup2(sink.fileno(), fd)
+        try:
+            yield written
+        finally:
+            os.dup2(saved, fd)
+            os.close(saved)
+            sink.seek(0)
+            written.append(sink.read().decode(errors="replace"))
 
 
 # Set once a process: by the CLI before MLMD's or TF's C++ logging loads (to keep it off the
@@ -113,8 +135,8 @@ def init_and_run(data_root: Path, label: str, dataset_file: Path, home: Path,
     """`turbotfx init` on a user's table, then `turbotfx run` on the file it wrote, as a user
     would; both must succeed and the model be blessed and pushed. Returns init's result and
     the pushed model's directory. One model unless run_args say --bag-folds."""
-    init = turbotfx("init", "--data-root", str(data_root), "--label", label, "--output", str(dataset_file),
-                    home=home)
+    # init in this process (tests/test_init.py runs it as a user does): one TFDV import less.
+    init = cli("init", "--data-root", str(data_root), "--label", label, "--output", str(dataset_file), home=home)
     assert init.exit_code == 0, init.output
     one_model = () if "--bag-folds" in run_args else ONE_MODEL_ARGS
     run = turbotfx("run", "--dataset", str(dataset_file), *one_model, *run_args, home=home)

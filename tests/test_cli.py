@@ -11,6 +11,7 @@ import pytest
 from pipeline import datasets
 from pipeline.datasets import prepare
 from tests.conftest import cli, turbotfx
+from tests.read_only import read_only
 from tests.test_store_damage import make_store, overwrite_middle
 
 
@@ -161,25 +162,14 @@ def test_serving_status_warns_of_a_label_on_a_version_that_is_gone(tmp_path):
 
 
 def test_serving_status_answers_on_a_read_only_workspace_and_names_a_missing_one(tmp_path):
-    import os
 
     from serving import model_config
 
     serving_root = tmp_path / "ws" / "serving"
     (serving_root / "penguins" / "10").mkdir(parents=True)
     model_config.record_push(serving_root, "penguins", 10)
-    # Read-only even for root (the tests' usual user): the immutable flag; else the mode bits.
-    if os.geteuid() == 0:
-        if subprocess.run(["chattr", "+i", str(serving_root)], capture_output=True).returncode != 0:
-            pytest.skip("this file system has no immutable flag, and root writes past mode bits")
-        undo = ["chattr", "-i", str(serving_root)]
-    else:
-        serving_root.chmod(0o555)
-        undo = ["chmod", "755", str(serving_root)]
-    try:
+    with read_only(serving_root):
         result = turbotfx("serving", "status", home=tmp_path / "ws")
-    finally:
-        subprocess.run(undo, check=True)
     assert result.exit_code == 0, result.output
     assert "stable 10, canary 10" in result.output and "cannot be written" in result.output
 

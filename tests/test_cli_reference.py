@@ -40,6 +40,8 @@ OTHER_TOOLS = {
     "--sdk_container_image": "Beam",
     "--service_port": "Beam's worker pool (python -m pipeline.runners.worker_pool)",
     "--stat": "git show",
+    "--durations": "pytest (the Makefile's test targets)",
+    "--no-loadscope-reorder": "pytest-xdist (the Makefile's test targets)",
 }
 FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9]*(?:[-_][a-z0-9]+)*")
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")

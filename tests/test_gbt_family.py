@@ -25,7 +25,7 @@ from pipeline.errors import ConfigError
 from serving import forest_ops
 from serving.client import ServingClient
 from tests import REPO
-from tests.conftest import turbotfx
+from tests.conftest import cli, turbotfx
 from tests.doubles.tf_serving import FakeTfServing
 from tests.test_training_config import penguins_with_training
 from trainer_module import features, gbt, signatures
@@ -274,8 +274,8 @@ def test_gbt_regression_from_the_dataset_files_model_table(tmp_path):
     data_root.mkdir()
     frame.to_csv(data_root / "houses.csv", index=False)
     home, dataset_file = tmp_path / "ws", tmp_path / "houses.toml"
-    init = turbotfx("init", "--data-root", str(data_root), "--label", "price", "--output", str(dataset_file),
-                    home=home)
+    init = cli("init", "--data-root", str(data_root), "--label", "price", "--output", str(dataset_file),
+               home=home)
     assert init.exit_code == 0, init.output
     dataset_file.write_text(dataset_file.read_text() + '\n[model]\nfamily = "gbt"\n')
     run = turbotfx("run", "--dataset", str(dataset_file), home=home)

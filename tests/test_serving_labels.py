@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import time
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from pipeline.serving_labels import ServedVersion, ServingStatus
 from pipeline.store import connection
 from pipeline.store.url import sqlite_url
 from serving import model_config, push
+from tests.read_only import read_only
 from tests.test_run_summary import Store
 from tests.test_store_damage import truncate
 
@@ -210,19 +210,9 @@ def test_a_label_on_a_version_that_is_gone_is_warned_of(config, capsys):
 def test_status_answers_on_a_serving_directory_that_cannot_be_written(config, capsys, quiet_mlmd):
     _pushed(config, (100, 200))
     serving_root = config.serving_dir.parent
-    # Read-only even for root (the tests' usual user): the immutable flag; else the mode bits.
-    if os.geteuid() == 0:
-        if subprocess.run(["chattr", "+i", str(serving_root)], capture_output=True).returncode != 0:
-            pytest.skip("this file system has no immutable flag, and root writes past mode bits")
-        undo = ["chattr", "-i", str(serving_root)]
-    else:
-        serving_root.chmod(0o555)
-        undo = ["chmod", "755", str(serving_root)]
     lines: list[str] = []
-    try:
+    with read_only(serving_root):
         answer = serving_labels.status(config, lines.append)
-    finally:
-        subprocess.run(undo, check=True)
 
     assert (answer.stable, answer.canary) == (100, 200)
     assert answer.versions == (ServedVersion(100), ServedVersion(200))  # unchecked: no origins either

@@ -20,7 +20,7 @@ import tensorflow as tf
 from pipeline import datasets
 from pipeline.cli.serve import row_schema
 from serving.client import ServingClient
-from tests.conftest import ONE_MODEL_ARGS, turbotfx
+from tests.conftest import ONE_MODEL_ARGS, cli, turbotfx
 from tests.doubles.tf_serving import FakeTfServing
 
 pytestmark = pytest.mark.e2e
@@ -52,8 +52,8 @@ def init_and_run(tmp_path: Path, frame: pd.DataFrame, label: str) -> tuple[Path,
     data_root.mkdir()
     frame.to_csv(data_root / "part-0.csv", index=False)
     home, dataset_file = tmp_path / "ws", tmp_path / "mine.toml"
-    init = turbotfx("init", "--data-root", str(data_root), "--label", label, "--output", str(dataset_file),
-                    home=home)
+    init = cli("init", "--data-root", str(data_root), "--label", label, "--output", str(dataset_file),
+               home=home)
     assert init.exit_code == 0, init.output
     run = turbotfx("run", "--dataset", str(dataset_file), "--epochs", "5", *ONE_MODEL_ARGS, home=home)
     assert run.exit_code == 0, run.output

@@ -24,7 +24,7 @@ from components.reporting_evaluator import keys as evaluator_keys
 from components.reporting_trainer.keys import from_json_property
 from components.serving_check import keys as check_keys
 from pipeline import datasets
-from tests.conftest import ONE_MODEL_ARGS, turbotfx
+from tests.conftest import ONE_MODEL_ARGS, cli, turbotfx
 from tests.e2e.test_yardsticks import feature_value, homes_dataset, latest_artifact, predict, split_examples
 from tests.report_page import Page, read_page
 from trainer_module.config import TrainingConfig
@@ -320,8 +320,8 @@ def test_a_binary_report_ranks_the_feature_the_label_depends_on_and_draws_its_cu
     pd.DataFrame({"signal": signal, "noise": noise, "band": band, "bought": label}).to_csv(
         data_root / "buyers.csv", index=False)
     home, dataset_file = tmp_path / "ws", tmp_path / "buyers.toml"
-    init = turbotfx("init", "--data-root", str(data_root), "--label", "bought", "--output", str(dataset_file),
-                    home=home)
+    init = cli("init", "--data-root", str(data_root), "--label", "bought", "--output", str(dataset_file),
+               home=home)
     assert init.exit_code == 0, init.output
     run = turbotfx("run", "--dataset", str(dataset_file), "--epochs", "10", *ONE_MODEL_ARGS, home=home)
     assert run.exit_code == 0, run.output

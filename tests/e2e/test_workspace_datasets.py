@@ -15,7 +15,7 @@ from pipeline.config import PipelineConfig
 from pipeline.provenance.graph import event_key
 from pipeline.store.connection import open_store
 from pipeline.store.url import sqlite_url
-from tests.conftest import ONE_MODEL_ARGS, CliResult, turbotfx
+from tests.conftest import ONE_MODEL_ARGS, CliResult, cli, turbotfx
 from tests.e2e.test_own_data import CHARGES, CHURNED, PLAN, SEATS, SPEND, TENURE, customers
 
 pytestmark = pytest.mark.e2e
@@ -50,7 +50,7 @@ def test_two_datasets_in_one_workspace(first_run_copy: CliResult, tmp_path: Path
     data_root.mkdir()
     customers(seed=3).drop(columns=[CHURNED]).to_parquet(data_root / "part-0.parquet", index=False)
     dataset_file = tmp_path / f"{SPEND_MODEL}.toml"
-    init = turbotfx("init", "--data-root", str(data_root), "--label", SPEND, "--output", str(dataset_file), home=home)
+    init = cli("init", "--data-root", str(data_root), "--label", SPEND, "--output", str(dataset_file), home=home)
     assert init.exit_code == 0, init.output
 
     # The penguins model is the latest push in the workspace, and another dataset's: no baseline.

@@ -23,7 +23,7 @@ from components.reporting_trainer import keys
 from pipeline import datasets
 from pipeline.config import PipelineConfig
 from pipeline.runners import local
-from tests.conftest import turbotfx
+from tests.conftest import cli, turbotfx
 
 pytestmark = pytest.mark.e2e
 
@@ -122,8 +122,8 @@ def homes_dataset(tmp_path: Path) -> tuple[Path, Path]:
     data_root.mkdir()
     pd.DataFrame({"size": size, "kind": kind, "price": price}).to_csv(data_root / "homes.csv", index=False)
     home, dataset_file = tmp_path / "ws", tmp_path / "homes.toml"
-    init = turbotfx("init", "--data-root", str(data_root), "--label", "price", "--output", str(dataset_file),
-                    home=home)
+    init = cli("init", "--data-root", str(data_root), "--label", "price", "--output", str(dataset_file),
+               home=home)
     assert init.exit_code == 0 and "regression" in init.output, init.output
     return home, dataset_file
 
