@@ -250,17 +250,13 @@ def quietly(function: Callable[..., Any], *args: Any) -> Any:
     saved_levels = [logger.level for logger in loggers]
     for logger in loggers:
         logger.setLevel(logging.ERROR)
-    try:
-        from absl import logging as absl_logging
-    except ImportError:
-        absl_logging = None
-    saved_verbosity = absl_logging.get_verbosity() if absl_logging else None
-    if absl_logging:
-        absl_logging.set_verbosity(absl_logging.ERROR)
+    from absl import logging as absl_logging  # installed with TFX
+
+    saved_verbosity = absl_logging.get_verbosity()
+    absl_logging.set_verbosity(absl_logging.ERROR)
     try:
         return function(*args)
     finally:
         for logger, level in zip(loggers, saved_levels):
             logger.setLevel(level)
-        if absl_logging:
-            absl_logging.set_verbosity(saved_verbosity)
+        absl_logging.set_verbosity(saved_verbosity)
