@@ -1,4 +1,5 @@
-"""Shared fixtures: real pipeline runs on penguins (subprocesses, as a user runs them)."""
+"""Shared fixtures: real pipeline runs on penguins, as a user runs them (a process of their
+own) or in the test process where the process is not what is tested."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import contextlib  # noqa: E402
 import dataclasses  # noqa: E402
+import fcntl  # noqa: E402
 import io  # noqa: E402
+import json  # noqa: E402
 import logging  # noqa: E402
 import shutil  # noqa: E402
 import signal  # noqa: E402
@@ -19,6 +22,7 @@ import tempfile  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Iterator  # noqa: E402
 
+import psutil  # noqa: E402
 import pytest  # noqa: E402
 
 from pipeline.config import PipelineConfig  # noqa: E402
@@ -59,12 +63,13 @@ def turbotfx(*args: str, home: Path, timeout: int = 600, env: dict[str, str] | N
 
 def cli(*args: str, home: Path, env: dict[str, str] | None = None) -> CliResult:
     """`turbotfx` in this process (pipeline.cli.main), where the CLI's own process is not what
-    is tested (parse and error cases, the init a run needs): the exit code and lines turbotfx()
-    would give, without a fresh interpreter's imports (seconds each for TFX, TFDV and kfp). Not
-    for pipeline runs: two runs in one process disagreed (the second run's recorded metrics and
-    its pushed model's predictions), so runs stay in processes of their own. A command that
-    leaves this process changed (its environment, signal handlers, logging, the Keras precision
-    policy, the working directory) fails the test: the next test would inherit it."""
+    is tested (parse and error cases, the init and the pipeline runs a test builds on): the
+    exit code and lines turbotfx() would give, without a fresh interpreter's imports (seconds
+    each for TF, TFX, TFDV and kfp; a run here takes about 12 s where a process takes 21).
+    Signals, kills, the first import's warnings and concurrent runs stay with turbotfx(). A
+    command that leaves this process changed (its environment, signal handlers, logging, the
+    Keras precision policy, the working directory, a child process) fails the test: the next
+    test would inherit it."""
     from pipeline.cli import main as cli_main  # the package's main(argv)
 
     before = _process_state()
@@ -114,6 +119,19 @@ _ENV_THE_CLI_MAY_SET = frozenset({"GLOG_minloglevel", "TF_CPP_MIN_LOG_LEVEL", "K
                                   "KMP_INIT_AT_FORK", "TF2_BEHAVIOR", "TPU_ML_PLATFORM"})
 
 
+def _live_children() -> list[int]:
+    """This process's own children: a server a fixture started keeps its children to itself
+    (a PostgreSQL backend per connection)."""
+    live = []
+    for child in psutil.Process().children():
+        try:
+            if child.status() != psutil.STATUS_ZOMBIE:
+                live.append(child.pid)
+        except psutil.NoSuchProcess:
+            continue
+    return sorted(live)
+
+
 def _process_state() -> dict[str, object]:
     """What a command run in this process could leave behind for the next test."""
     import sys as sys_
@@ -124,6 +142,8 @@ def _process_state() -> dict[str, object]:
         "root_logging": (logging.getLogger().level, len(logging.getLogger().handlers)),
         "streams": (sys_.stdout, sys_.stderr),
     }
+    # A run starts Beam workers, tuning trials and model servers: none may outlive it.
+    state["children"] = _live_children()
     # A Trainer sets a global mixed-precision policy; float32 until tf_keras is loaded.
     keras = sys_.modules.get("tf_keras")
     state["precision"] = keras.mixed_precision.global_policy().name if keras else "float32"
@@ -139,7 +159,7 @@ def init_and_run(data_root: Path, label: str, dataset_file: Path, home: Path,
     init = cli("init", "--data-root", str(data_root), "--label", label, "--output", str(dataset_file), home=home)
     assert init.exit_code == 0, init.output
     one_model = () if "--bag-folds" in run_args else ONE_MODEL_ARGS
-    run = turbotfx("run", "--dataset", str(dataset_file), *one_model, *run_args, home=home)
+    run = cli("run", "--dataset", str(dataset_file), *one_model, *run_args, home=home)
     assert run.exit_code == 0, run.output
     assert "blessed: yes" in run.output, run.output
     pushed = [line.split("pushed: ", 1)[1] for line in run.output.splitlines() if line.startswith("pushed: /")]
@@ -150,8 +170,6 @@ def init_and_run(data_root: Path, label: str, dataset_file: Path, home: Path,
 def loader_processes(home: Path) -> list[int]:
     """Pids of the serving check's loader processes (serving.session_check) started by a run
     in this workspace and still running."""
-    import psutil
-
     found = []
     for process in psutil.process_iter(["cmdline", "status"]):
         try:
@@ -170,17 +188,35 @@ class FirstRun(CliResult):
 
 
 @pytest.fixture(scope="session")
-def first_run(tmp_path_factory) -> FirstRun:
-    """The whole pipeline, once, on the embedded penguins data in a fresh workspace.
+def first_run(tmp_path_factory: pytest.TempPathFactory) -> FirstRun:
+    """The whole pipeline, once, on the embedded penguins data in a fresh workspace, as a
+    user runs it (a process of its own).
 
     Shared by many tests, so read-only: a test that runs the pipeline again or changes
     serving labels takes `first_run_copy`. Every test that uses this one fails if the
-    workspace is no longer as the run left it.
+    workspace is no longer as the run left it. One run serves every xdist worker: the first
+    to need it runs it, the others wait for it and read what it left.
     """
-    home = tmp_path_factory.mktemp("workspace")
-    result = turbotfx("run", *FAST_RUN_ARGS, home=home)
+    shared = session_folder(tmp_path_factory)
+    with open(shared / "first-run.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        recorded = shared / "first-run.json"
+        if not recorded.exists():
+            home = shared / "first-run-workspace"
+            home.mkdir()
+            result = turbotfx("run", *FAST_RUN_ARGS, home=home)
+            recorded.write_text(json.dumps({**dataclasses.asdict(result), "home": str(home)}))
+        found = json.loads(recorded.read_text())
+    result = CliResult(**{**found, "home": Path(found["home"])})
     assert result.exit_code == 0, result.output
-    return FirstRun(**dataclasses.asdict(result), state=tree_state(home))
+    return FirstRun(**dataclasses.asdict(result), state=tree_state(result.home))
+
+
+def session_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder of this pytest session's, the same for each of its xdist workers (each has a
+    base folder of its own inside the session's)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
 
 
 @pytest.fixture(autouse=True)

@@ -175,3 +175,29 @@ def test_the_store_password_reaches_no_log_record_and_the_log_is_private(tmp_pat
     assert "outside a session: untouched" in text
     assert log_path.stat().st_mode & 0o777 == 0o600
     assert log_path.read_text().startswith("a line from before\n")
+
+
+def test_library_output_reaches_the_log_where_pythons_streams_are_not_the_descriptors(tmp_path):
+    """A notebook (or a caller's redirect) gives sys.stdout and sys.stderr streams of its own:
+    a quiet session still sends the libraries' log records and what they print to the log."""
+    import contextlib
+    import sys
+
+    log_path = tmp_path / "logs" / "turbotfx.log"
+    cell_out, cell_err = io.StringIO(), io.StringIO()
+    user = open(tmp_path / "terminal", "w")
+    try:
+        with contextlib.redirect_stdout(cell_out), contextlib.redirect_stderr(cell_err):
+            with console_lib.session(log_path, verbose=False, user_fd=user.fileno()):
+                logging.getLogger("some.library").warning("a library's record")
+                print("a library's print")
+                # Where Python prints a warning (pytest records them instead of printing here).
+                print("a library's warning", file=sys.stderr)
+            print("the caller's own line")
+    finally:
+        user.close()
+    log = log_path.read_text()
+    for line in ("a library's record", "a library's print", "a library's warning"):
+        assert line in log, line
+        assert line not in cell_out.getvalue() + cell_err.getvalue(), line
+    assert cell_out.getvalue() == "the caller's own line\n"

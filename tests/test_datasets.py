@@ -10,7 +10,7 @@ import pytest
 from pipeline import datasets
 from pipeline.datasets import prepare
 from pipeline.errors import ConfigError
-from tests.conftest import turbotfx
+from tests.conftest import cli
 from trainer_module.config import TrainingConfig
 
 GOOD = '''
@@ -180,7 +180,7 @@ def test_a_feature_the_data_lacks_stops_the_run_before_any_work(tmp_path):
     with pytest.raises(ConfigError, match="has no column 'zip', which the dataset file lists under \\[features\\]"):
         prepare.check_data_root(tmp_path / "data", datasets.load(str(path)))
     # Through the CLI: one line, exit 2, no workspace work.
-    result = turbotfx("run", "--dataset", str(path), home=tmp_path / "ws")
+    result = cli("run", "--dataset", str(path), home=tmp_path / "ws")
     assert result.exit_code == 2, result.output
     assert result.output.count("turbotfx: error:") == 1 and "Traceback" not in result.output
     assert "has no column 'zip'" in result.output

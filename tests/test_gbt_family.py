@@ -158,7 +158,7 @@ def penguin_example(row: dict[str, str]) -> bytes:
 @pytest.fixture(scope="module")
 def penguins_gbt(tmp_path_factory):
     home = tmp_path_factory.mktemp("gbt-penguins")
-    result = turbotfx("run", "--model", "gbt", home=home)
+    result = cli("run", "--model", "gbt", home=home)
     assert result.exit_code == 0, result.output
     with open(result.config.data_path / "penguins.csv", newline="") as handle:
         rows = list(csv.DictReader(handle))
@@ -278,7 +278,7 @@ def test_gbt_regression_from_the_dataset_files_model_table(tmp_path):
                home=home)
     assert init.exit_code == 0, init.output
     dataset_file.write_text(dataset_file.read_text() + '\n[model]\nfamily = "gbt"\n')
-    run = turbotfx("run", "--dataset", str(dataset_file), home=home)
+    run = cli("run", "--dataset", str(dataset_file), home=home)
     assert run.exit_code == 0 and "blessed: yes" in run.output and "this model (gbt)" in run.output, run.output
     model_dir = pushed_dir(run.output)
     dataset = datasets.load(str(dataset_file))

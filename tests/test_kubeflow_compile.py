@@ -51,14 +51,15 @@ KUBEFLOW_ARGS = (
 
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory) -> dict:
-    """Both targets compiled through the CLI, as a user would; the vertex one twice."""
+    """Both targets compiled through the CLI in this process (the README's deploy commands
+    run as a user's, each in a process of its own); the vertex one twice."""
     out = tmp_path_factory.mktemp("compiled")
     home = out / "home"
     results = {}
     for name, args, output in (("vertex", VERTEX_ARGS, "pipeline.json"),
                                ("vertex_again", VERTEX_ARGS, "again/pipeline.json"),
                                ("kubeflow", KUBEFLOW_ARGS, "pipeline.yaml")):
-        result = turbotfx(*args, "--output", str(out / output), home=home, env=NO_CLOUD)
+        result = cli(*args, "--output", str(out / output), home=home, env=NO_CLOUD)
         assert result.exit_code == 0, result.output
         results[name] = out / output
     results["stdout"] = result.stdout
@@ -435,8 +436,8 @@ def test_a_dataset_file_outside_the_source_tree_cannot_travel_in_the_image(tmp_p
                                        '[blessing]\nthreshold = 1.0\n')
     output = tmp_path / "pipeline.json"
     result = cli("compile", "--target", "vertex", "--image", IMAGE, "--pipeline-root", ROOT,
-                   "--dataset", str(tmp_path / "own.toml"), "--data-root", "gs://b/own",
-                      "--output", str(output), home=tmp_path / "home")
+                 "--dataset", str(tmp_path / "own.toml"), "--data-root", "gs://b/own",
+                 "--output", str(output), home=tmp_path / "home")
     assert result.exit_code == 2, result.output
     assert f"the schema of {tmp_path / 'own.toml'}" in result.output
     assert "is outside the source tree the image is built from" in result.output
@@ -446,8 +447,8 @@ def test_a_dataset_file_outside_the_source_tree_cannot_travel_in_the_image(tmp_p
 def test_a_built_in_dataset_file_compiles_with_its_schema_path_in_the_image(tmp_path):
     output = tmp_path / "pipeline.json"
     result = cli("compile", "--target", "vertex", "--image", IMAGE, "--pipeline-root", ROOT,
-                   "--dataset", "synthetic", "--data-root", "gs://b/synthetic", "--output", str(output),
-                      home=tmp_path / "home", env=NO_CLOUD)
+                 "--dataset", "synthetic", "--data-root", "gs://b/synthetic", "--output", str(output),
+                 home=tmp_path / "home", env=NO_CLOUD)
     assert result.exit_code == 0, result.output
     spec = json.loads(output.read_text())["pipelineSpec"]
     schema_file = spec["root"]["dag"]["tasks"]["ImportSchemaGen"]["inputs"]["parameters"]["schema_file"]

@@ -156,11 +156,16 @@ def session(log_path: Path, verbose: bool, user_fd: int = 1) -> Iterator[Console
     component_progress = _ComponentProgress(console)
     log_file = _private_log(log_path)
     saved_fds = None
+    python_streams = contextlib.ExitStack()
     if not verbose:
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
         saved_fds = (os.dup(1), os.dup(2))
         os.dup2(log_file.fileno(), 1)
         os.dup2(log_file.fileno(), 2)
+        # Python's own streams too: where they are not descriptors 1 and 2 (a notebook's
+        # cell output, a caller's redirect), library prints and warnings would miss the log.
+        python_streams.enter_context(contextlib.redirect_stdout(log_file))
+        python_streams.enter_context(contextlib.redirect_stderr(log_file))
     _absl_to_python_logging()
     # Every Python log record of the run, whichever library makes it (TFX prints the store's
     # connection config, password included), is redacted when it is made.
@@ -183,6 +188,7 @@ def session(log_path: Path, verbose: bool, user_fd: int = 1) -> Iterator[Console
         root.setLevel(saved_level)
         sys.stdout.flush()
         sys.stderr.flush()
+        python_streams.close()
         if saved_fds:
             os.dup2(saved_fds[0], 1)
             os.dup2(saved_fds[1], 2)

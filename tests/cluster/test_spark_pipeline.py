@@ -16,7 +16,7 @@ import pytest
 from pipeline.config import PipelineConfig
 from pipeline.runners.spark.local_cluster import SparkCluster, free_port, spark_cluster
 from pipeline.store import connection, url
-from tests.conftest import FAST_RUN_ARGS, CliResult, turbotfx
+from tests.conftest import FAST_RUN_ARGS, CliResult, cli, turbotfx
 from tests.listening import ListeningSockets, wait_accepting
 from trainer_module import features
 
@@ -130,8 +130,8 @@ def test_workers_that_cannot_import_the_project_fail_in_one_line(cluster, tmp_pa
     data_root.mkdir()
     load_penguins().to_parquet(data_root / "part-0.parquet", index=False)
     home, dataset_file = tmp_path / "home", tmp_path / "penguins.toml"
-    init = turbotfx("init", "--data-root", str(data_root), "--label", "species", "--output", str(dataset_file),
-                    home=home)
+    init = cli("init", "--data-root", str(data_root), "--label", "species", "--output", str(dataset_file),
+               home=home)
     assert init.exit_code == 0, init.output
     port = free_port()
     # A second pool, where turbotfx's packages are not importable.

@@ -9,7 +9,7 @@ import pytest
 
 from pipeline import datasets
 from pipeline.datasets import prepare
-from tests.conftest import turbotfx
+from tests.conftest import cli
 
 pytestmark = pytest.mark.e2e
 
@@ -20,7 +20,7 @@ def test_rows_breaking_the_schema_stop_the_run_before_transform(tmp_path):
     with open(root / "penguins.csv", "a", newline="") as handle:
         csv.writer(handle).writerow(["Adelie", "Atlantis", "male", "39.1", "18.7", "181.0", "3750.0"])
     home = tmp_path / "ws"
-    result = turbotfx("run", "--data-root", str(root), home=home)
+    result = cli("run", "--data-root", str(root), home=home)
     assert result.exit_code == 1, result.output
     assert "AnomalyGate failed" in result.output
     assert "island" in result.output and "Atlantis" in result.output

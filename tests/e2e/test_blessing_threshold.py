@@ -11,7 +11,7 @@ import pytest
 
 from pipeline import datasets
 from pipeline.cli.run import NOT_BLESSED_EXIT
-from tests.conftest import CliResult, turbotfx
+from tests.conftest import CliResult, cli, turbotfx
 
 pytestmark = pytest.mark.e2e
 
@@ -60,7 +60,7 @@ def test_only_the_drop_against_the_baseline_blocks_the_push(first_run_copy: CliR
 
     candidate_args = ("run", "--dataset", str(dataset_file), "--epochs", "20",
                       "--min-accuracy", str(MIN_ACCURACY))
-    blocked = turbotfx(*candidate_args, "--max-accuracy-drop", str(MAX_DROP), home=home)
+    blocked = cli(*candidate_args, "--max-accuracy-drop", str(MAX_DROP), home=home)
     # The run completed; not blessing is its verdict, with its own exit code.
     assert blocked.exit_code == NOT_BLESSED_EXIT, blocked.output
     candidate = _new_run(home, known=[baseline])
@@ -88,7 +88,7 @@ def test_only_the_drop_against_the_baseline_blocks_the_push(first_run_copy: CliR
 
     # The control: the same candidate (the Trainer is cached) with the drop allowed is blessed
     # and pushed, so the change threshold was all that stopped it.
-    allowed = turbotfx(*candidate_args, "--max-accuracy-drop", "1.0", home=home)
+    allowed = cli(*candidate_args, "--max-accuracy-drop", "1.0", home=home)
     assert allowed.exit_code == 0, allowed.output
     control = _new_run(home, known=[baseline, candidate])
     assert control["model_id"] == candidate["model_id"], "the Trainer reran: not the same candidate"

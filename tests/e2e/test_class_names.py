@@ -55,7 +55,7 @@ def init_and_run(tmp_path: Path, frame: pd.DataFrame, label: str) -> tuple[Path,
     init = cli("init", "--data-root", str(data_root), "--label", label, "--output", str(dataset_file),
                home=home)
     assert init.exit_code == 0, init.output
-    run = turbotfx("run", "--dataset", str(dataset_file), "--epochs", "5", *ONE_MODEL_ARGS, home=home)
+    run = cli("run", "--dataset", str(dataset_file), "--epochs", "5", *ONE_MODEL_ARGS, home=home)
     assert run.exit_code == 0, run.output
     assert "blessed: yes" in run.output, run.output
     return dataset_file, home, run.output

@@ -13,7 +13,7 @@ import pytest
 
 from pipeline.cli.run import NOT_BLESSED_EXIT
 from pipeline.store.url import PASSWORD_ENV_VAR
-from tests.conftest import FAST_RUN_ARGS, CliResult, turbotfx
+from tests.conftest import FAST_RUN_ARGS, CliResult, cli, turbotfx
 
 pytestmark = pytest.mark.e2e
 
@@ -34,6 +34,10 @@ class Workspace:
     def cli(self, *args: str) -> CliResult:
         return turbotfx(*args, *self.store_args, home=self.home, env=self.env)
 
+    def run(self, *args: str) -> CliResult:
+        """`turbotfx run` in this process; the queries (cli) run in processes of their own, as a user's do."""
+        return cli("run", *args, *self.store_args, home=self.home, env=self.env)
+
     def json(self, *args: str):
         result = self.cli(*args, "--format", "json")
         assert result.exit_code == 0, result.output
@@ -51,7 +55,7 @@ def two_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
         store_args, env = ("--metadata-url", database.url()), {PASSWORD_ENV_VAR: database.password}
     workspace = Workspace(backend, tmp_path_factory.mktemp(f"lineage-{backend}"), store_args, env)
     for extra, exit_code in (((), 0), (("--learning-rate", TINY_LEARNING_RATE), NOT_BLESSED_EXIT)):
-        result = workspace.cli("run", *FAST_RUN_ARGS, *extra)
+        result = workspace.run(*FAST_RUN_ARGS, *extra)
         assert result.exit_code == exit_code, result.output  # the second model is not blessed
         assert ("cache: off on a PostgreSQL store" in result.output) == (backend == "postgresql")
     return workspace

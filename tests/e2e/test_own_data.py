@@ -22,7 +22,7 @@ from pipeline import datasets
 from pipeline.cli.serve import row_schema
 from serving.client import ServingClient
 from tests import conftest
-from tests.conftest import turbotfx
+from tests.conftest import cli, turbotfx
 from tests.doubles.tf_serving import FakeTfServing
 
 pytestmark = pytest.mark.e2e
@@ -154,7 +154,7 @@ def test_binary_csv_table(tmp_path):
     epochs = int(re.search(r"^epochs = (\d+)$", written, re.M)[1])
     dataset_file.write_text(written.replace(f"epochs = {epochs}", f"epochs = {epochs + 1}"))
     assert f"epochs = {epochs + 1}" in dataset_file.read_text()
-    rerun = turbotfx("run", "--dataset", str(dataset_file), "--epochs", "20", *conftest.ONE_MODEL_ARGS,
+    rerun = cli("run", "--dataset", str(dataset_file), "--epochs", "20", *conftest.ONE_MODEL_ARGS,
                      home=tmp_path / "ws")
     assert rerun.exit_code == 0, rerun.output
     runs = json.loads(turbotfx("runs", "--format", "json", home=tmp_path / "ws").stdout)

@@ -17,7 +17,7 @@ from pipeline.cli.run import NOT_BLESSED_EXIT
 from pipeline.provenance import summary as run_summary
 from pipeline.runners import local
 from serving import model_config, warmup
-from tests.conftest import FAST_RUN_ARGS, loader_processes, turbotfx
+from tests.conftest import FAST_RUN_ARGS, cli, loader_processes, turbotfx
 
 pytestmark = pytest.mark.e2e
 
@@ -116,12 +116,12 @@ def test_second_run_reuses_the_cache_and_compares_with_the_served_model(tmp_path
     # A workspace of its own, run twice in place: the cache keys hold the workspace's paths
     # (data, schema copy), so a copy of the shared one would not hit the cache.
     home = tmp_path / "workspace"
-    first = turbotfx("run", *FAST_RUN_ARGS, home=home)
+    first = cli("run", *FAST_RUN_ARGS, home=home)
     assert first.exit_code == 0, first.output
     config = first.config
     first_model = _pushed_model_ids(config)
     # One more epoch: the data steps are reused, the Trainer makes a new candidate.
-    result = turbotfx("run", *FAST_RUN_ARGS, "--epochs", "6", home=home)
+    result = cli("run", *FAST_RUN_ARGS, "--epochs", "6", home=home)
     assert result.exit_code == 0, result.output
     store = _store(config)
     summary = run_summary.latest_run(store, config.pipeline_name)
@@ -143,7 +143,7 @@ def test_second_run_reuses_the_cache_and_compares_with_the_served_model(tmp_path
     # The same flags again: the candidate is the model just pushed, which the baseline must
     # not be. Compared with the first model as before, the Evaluator's inputs are unchanged,
     # so it is cached and nothing new is pushed; compared with itself, it would run again.
-    again = turbotfx("run", *FAST_RUN_ARGS, "--epochs", "6", home=home)
+    again = cli("run", *FAST_RUN_ARGS, "--epochs", "6", home=home)
     assert again.exit_code == 0, again.output
     states = {c.node_id: c.state for c in run_summary.latest_run(_store(config), config.pipeline_name).components}
     assert states["Trainer"] == "CACHED" and states["Evaluator"] == "CACHED", states
@@ -154,7 +154,7 @@ def test_impossible_threshold_pushes_nothing_and_says_so(first_run_copy):
     config = first_run_copy.config
     before = _versions(config)
     # A barely trained model (one epoch at a negligible learning rate) cannot reach 99%.
-    result = turbotfx("run", "--epochs", "1", "--learning-rate", "1e-6", "--min-accuracy", "0.99",
+    result = cli("run", "--epochs", "1", "--learning-rate", "1e-6", "--min-accuracy", "0.99",
                       home=first_run_copy.home)
     assert result.exit_code == NOT_BLESSED_EXIT, result.output
     assert "blessed: no" in result.output
@@ -163,7 +163,7 @@ def test_impossible_threshold_pushes_nothing_and_says_so(first_run_copy):
              if r["blessed"] is False]
     assert f"accuracy {run['metric_value']:.4f} < bound 0.9900 (--blessing-threshold)" in result.output
     # --allow-unblessed: the same verdict, exit 0 for those who want it.
-    allowed = turbotfx("run", "--epochs", "1", "--learning-rate", "1e-6", "--min-accuracy", "0.99",
+    allowed = cli("run", "--epochs", "1", "--learning-rate", "1e-6", "--min-accuracy", "0.99",
                        "--allow-unblessed", home=first_run_copy.home)
     assert allowed.exit_code == 0 and "blessed: no" in allowed.output, allowed.output
     assert "nothing was pushed" in result.output

@@ -20,7 +20,7 @@ import pytest
 from pipeline.config import PipelineConfig
 from pipeline.store.url import sqlite_url
 from serving import model_config, publish, push
-from tests.conftest import FAST_RUN_ARGS, loader_processes, turbotfx
+from tests.conftest import FAST_RUN_ARGS, cli, loader_processes, turbotfx
 
 pytestmark = pytest.mark.e2e
 
@@ -82,7 +82,7 @@ def test_killed_and_interrupted_runs_show_aborted_and_resume(tmp_path):
     assert [r["status"] for r in _runs(home)] == ["ABORTED", "ABORTED"]
     assert loader_processes(home) == []
 
-    resumed = turbotfx("run", *FAST_RUN_ARGS, home=home)
+    resumed = cli("run", *FAST_RUN_ARGS, home=home)
     assert resumed.exit_code == 0, resumed.output
     states = _states(home)
     assert states["CsvExampleGen"] == states["StatisticsGen"] == "CACHED", states  # what finished is reused
@@ -110,7 +110,7 @@ def test_ctrl_c_during_the_evaluator_ends_the_run_as_every_interrupt_does(tmp_pa
     assert [r["status"] for r in _runs(home)] == ["ABORTED"]
     states = _states(home)
     assert states["Trainer"] == "COMPLETE" and states["Evaluator"] == "CANCELED", states
-    resumed = turbotfx("run", *FAST_RUN_ARGS, home=home)
+    resumed = cli("run", *FAST_RUN_ARGS, home=home)
     assert resumed.exit_code == 0, resumed.output
     assert _states(home)["Trainer"] == "CACHED"
 
@@ -170,7 +170,7 @@ def test_a_full_disk_at_the_push_leaves_no_trace_and_the_rerun_compares_with_the
 
     # The rerun (same flags: cached Trainer, blessed last time but never pushed) compares
     # the candidate with the model that is served, not with itself, and pushes it once.
-    rerun = turbotfx("run", *FAST_RUN_ARGS, "--epochs", "6", home=home)
+    rerun = cli("run", *FAST_RUN_ARGS, "--epochs", "6", home=home)
     assert rerun.exit_code == 0, rerun.output
     assert _states(home)["Trainer"] == "CACHED"
     candidate, baseline = _evaluator_models(home)

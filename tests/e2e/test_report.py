@@ -139,7 +139,7 @@ def test_report_command_renders_a_chosen_run_and_names_bad_input_in_one_line(fir
     first_page = home / "reports" / "turbotfx" / report_of(first_run_copy.stdout).name
     pushed_version = read_page(first_page).table("Serving").as_dict()["pushed version"]
     # A second run that is not blessed: the newest run now has no push.
-    second = turbotfx("run", "--epochs", "1", "--learning-rate", "1e-6", "--min-accuracy", "0.99", home=home)
+    second = cli("run", "--epochs", "1", "--learning-rate", "1e-6", "--min-accuracy", "0.99", home=home)
     assert second.exit_code == 3, second.output
     second_page = report_of(second.stdout)
     assert second_page != first_page and second_page.is_file()
@@ -236,7 +236,7 @@ def _run_id(page: Page) -> str:
 
 def test_a_regression_report_shows_its_yardsticks_and_each_bagged_models_curves(tmp_path):
     home, dataset_file = homes_dataset(tmp_path)
-    run = turbotfx("run", "--dataset", str(dataset_file), "--epochs", "4", "--blessing-threshold", "1e9", home=home)
+    run = cli("run", "--dataset", str(dataset_file), "--epochs", "4", "--blessing-threshold", "1e9", home=home)
     assert run.exit_code == 0, run.output
     page = read_page(report_of(run.stdout))
     assert [h for h in page.headings if h in HEADINGS] == HEADINGS
@@ -323,7 +323,7 @@ def test_a_binary_report_ranks_the_feature_the_label_depends_on_and_draws_its_cu
     init = cli("init", "--data-root", str(data_root), "--label", "bought", "--output", str(dataset_file),
                home=home)
     assert init.exit_code == 0, init.output
-    run = turbotfx("run", "--dataset", str(dataset_file), "--epochs", "10", *ONE_MODEL_ARGS, home=home)
+    run = cli("run", "--dataset", str(dataset_file), "--epochs", "10", *ONE_MODEL_ARGS, home=home)
     assert run.exit_code == 0, run.output
     page = read_page(report_of(run.stdout))
     assert [h for h in page.headings if h in HEADINGS] == HEADINGS

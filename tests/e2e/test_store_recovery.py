@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from serving import model_config, push
-from tests.conftest import FAST_RUN_ARGS, turbotfx
+from tests.conftest import FAST_RUN_ARGS, cli, turbotfx
 
 pytestmark = pytest.mark.e2e
 
@@ -20,7 +20,7 @@ def test_a_store_moved_aside_neither_breaks_the_next_run_nor_unserves_production
     store = config.metadata_path
     store.rename(store.with_name(store.name + ".damaged"))  # the README's first command
 
-    rerun = turbotfx("run", *FAST_RUN_ARGS, home=home)
+    rerun = cli("run", *FAST_RUN_ARGS, home=home)
     assert rerun.exit_code == 0, rerun.output
     assert "set aside" in rerun.output and "artifact folders" in rerun.output, rerun.output
     assert "set aside version" not in rerun.output, rerun.output
@@ -33,5 +33,5 @@ def test_a_store_moved_aside_neither_breaks_the_next_run_nor_unserves_production
     assert status.exit_code == 0, status.output
     assert "set aside version" not in status.output, status.output
     assert model_config.status(serving_root, "penguins").versions == after.versions
-    again = turbotfx("run", *FAST_RUN_ARGS, home=home)  # and the new store's cache works
+    again = cli("run", *FAST_RUN_ARGS, home=home)  # and the new store's cache works
     assert again.exit_code == 0 and "set aside" not in again.output and "predate" not in again.output, again.output

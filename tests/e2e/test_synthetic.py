@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 from pipeline.config import PipelineConfig
-from tests.conftest import turbotfx
+from tests.conftest import cli
 from trainer_module import signatures
 
 pytestmark = pytest.mark.e2e
@@ -22,7 +22,7 @@ ROWS = 3000
 @pytest.fixture(scope="module")
 def synthetic_run(tmp_path_factory):
     home = tmp_path_factory.mktemp("synthetic")
-    result = turbotfx("run", "--dataset", "synthetic", "--rows", str(ROWS), "--epochs", "2",
+    result = cli("run", "--dataset", "synthetic", "--rows", str(ROWS), "--epochs", "2",
                       "--steps-per-execution", "4", "--min-accuracy", "0.5", home=home)
     assert result.exit_code == 0, result.output
     config = PipelineConfig(home=str(home), dataset="synthetic", rows=ROWS)

@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from pipeline import datasets
 from tests import conftest
-from tests.conftest import turbotfx
+from tests.conftest import cli, turbotfx
 
 pytestmark = pytest.mark.e2e
 
@@ -51,7 +51,7 @@ def test_a_reviews_table_trains_on_its_words(tmp_path):
     assert "free text:" in init.output and "a bag of words" in init.output
     assert [(f.name, f.role) for f in datasets.load(str(dataset_file)).features] == [(REVIEW, "text")]
     # The gbt family reads no text: one line, before anything runs.
-    refused = turbotfx("run", "--dataset", str(dataset_file), "--model", "gbt", home=home)
+    refused = cli("run", "--dataset", str(dataset_file), "--model", "gbt", home=home)
     assert refused.exit_code != 0 and "Traceback" not in refused.output
     assert "the gbt family reads no text feature, and 'review' is one" in refused.output
 

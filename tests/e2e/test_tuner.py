@@ -25,7 +25,7 @@ from components.tuner import worker
 from pipeline.config import PipelineConfig
 from pipeline.store.connection import open_store
 from pipeline.store.url import PASSWORD_ENV_VAR, sqlalchemy_url, sqlite_url
-from tests.conftest import CliResult, turbotfx
+from tests.conftest import CliResult, cli, turbotfx
 from trainer_module import search_space
 from trainer_module.config import TrainingConfig
 
@@ -52,7 +52,7 @@ class TunedRun:
 @pytest.fixture(scope="module")
 def tuned(tmp_path_factory) -> TunedRun:
     home = tmp_path_factory.mktemp("tuned")
-    result = turbotfx("run", *RUN_ARGS, "--tune-trials", str(TRIALS), home=home)
+    result = cli("run", *RUN_ARGS, "--tune-trials", str(TRIALS), home=home)
     assert result.exit_code == 0, result.output
     return TunedRun(home=home, result=result)
 
@@ -157,7 +157,7 @@ def test_a_rerun_without_tune_trials_reuses_the_result(tuned, tmp_path):
     shutil.copytree(tuned.home, home, symlinks=True)
     store = store_of(home)
     [result] = tuning_results(store)
-    rerun = turbotfx("run", *RUN_ARGS, home=home)
+    rerun = cli("run", *RUN_ARGS, home=home)
     assert rerun.exit_code == 0, rerun.output
     assert "trial 1/" not in rerun.output and f"tuning: reused result {result.id}" in rerun.output
     store = store_of(home)
@@ -169,7 +169,7 @@ def test_a_rerun_without_tune_trials_reuses_the_result(tuned, tmp_path):
                                                                   abs=MLMD_SQLITE_DOUBLE)
 
     # Another search space (fewer knobs) answers another question: nothing reused, defaults.
-    narrowed = turbotfx("run", *RUN_ARGS, "--tune-knobs", "learning_rate,dropout", home=home)
+    narrowed = cli("run", *RUN_ARGS, "--tune-knobs", "learning_rate,dropout", home=home)
     assert narrowed.exit_code == 0, narrowed.output
     store = store_of(home)
     model = latest_model(store)
@@ -225,7 +225,7 @@ def test_two_processes_sharing_a_study_on_mariadb_split_the_trials(tuned, mariad
 def test_the_gbt_family_tunes_its_own_knobs(tmp_path):
     home = tmp_path / "gbt"
     # 50 trees lie outside the searched range: a Trainer ignoring the result would keep them.
-    run = turbotfx("run", "--model", "gbt", "--gbt-num-trees", "50", "--min-accuracy", "0.5", "--tune-trials", "3",
+    run = cli("run", "--model", "gbt", "--gbt-num-trees", "50", "--min-accuracy", "0.5", "--tune-trials", "3",
                    home=home)
     assert run.exit_code == 0, run.output
     store = store_of(home)
@@ -243,7 +243,7 @@ def test_the_gbt_family_tunes_its_own_knobs(tmp_path):
 def test_parallel_bagged_trials_run_in_several_processes_of_one_study(tmp_path):
     home = tmp_path / "parallel"
     # Three bagged folds: each trial trains the run's three members, scored by their mean loss.
-    run = turbotfx("run", *RUN_ARGS, "--bag-folds", "3", "--tune-trials", "4", "--tune-parallelism", "2",
+    run = cli("run", *RUN_ARGS, "--bag-folds", "3", "--tune-trials", "4", "--tune-parallelism", "2",
                    "--tune-knobs", "learning_rate,dropout", home=home)
     assert run.exit_code == 0, run.output
     [result] = tuning_results(store_of(home))
@@ -267,7 +267,7 @@ def test_a_failed_trial_is_recorded_with_its_cause_and_the_study_goes_on(tmp_pat
     home = tmp_path / "failing"
     # Gradient accumulation trains on whole batches only: the untuned first trial's batch of 256
     # is more than the penguins fit slice holds, so it fails; the sampled batches mostly fit.
-    run = turbotfx("run", "--epochs", "4", "--min-accuracy", "0.5", "--accumulation-steps", "16",
+    run = cli("run", "--epochs", "4", "--min-accuracy", "0.5", "--accumulation-steps", "16",
                    "--batch-size", "256", "--tune-trials", "4", "--tune-knobs", "batch_size,learning_rate",
                    home=home)
     assert run.exit_code == 0, run.output

@@ -54,7 +54,7 @@ def test_two_datasets_in_one_workspace(first_run_copy: CliResult, tmp_path: Path
     assert init.exit_code == 0, init.output
 
     # The penguins model is the latest push in the workspace, and another dataset's: no baseline.
-    first = turbotfx("run", "--dataset", str(dataset_file), "--epochs", "20", *ONE_MODEL_ARGS, "--json",
+    first = cli("run", "--dataset", str(dataset_file), "--epochs", "20", *ONE_MODEL_ARGS, "--json",
                      home=home)
     summary = _json(first)  # stdout holds one JSON document; progress went to stderr
     assert summary["model_name"] == SPEND_MODEL and summary["status"] == "COMPLETE"
@@ -65,7 +65,7 @@ def test_two_datasets_in_one_workspace(first_run_copy: CliResult, tmp_path: Path
     assert _evaluator_inputs(home)[-1] == (spend_first, None)
 
     # A second spend model (one more epoch: a new Trainer run) is compared with the first.
-    second = turbotfx("run", "--dataset", str(dataset_file), "--epochs", "21", *ONE_MODEL_ARGS,
+    second = cli("run", "--dataset", str(dataset_file), "--epochs", "21", *ONE_MODEL_ARGS,
                       "--allow-unblessed", home=home)
     assert second.exit_code == 0, second.output
     spend_second, baseline = _evaluator_inputs(home)[-1]

@@ -23,7 +23,7 @@ from components.reporting_trainer import keys
 from pipeline import datasets
 from pipeline.config import PipelineConfig
 from pipeline.runners import local
-from tests.conftest import cli, turbotfx
+from tests.conftest import cli
 
 pytestmark = pytest.mark.e2e
 
@@ -133,7 +133,7 @@ def test_a_regression_records_the_train_mean_as_its_trivial_baseline(tmp_path):
     home, dataset_file = homes_dataset(tmp_path)
     # Enough epochs to beat the mean by far: the run is blessed (a verdict may refuse a model no
     # better than the trivial baseline, whatever the threshold).
-    run = turbotfx("run", "--dataset", str(dataset_file), "--epochs", "10", "--blessing-threshold", "1e9",
+    run = cli("run", "--dataset", str(dataset_file), "--epochs", "10", "--blessing-threshold", "1e9",
                    home=home)
     assert run.exit_code == 0, run.output
     # ~320 train rows: five bagged models by default, each stopping early on its own fold.
