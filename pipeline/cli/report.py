@@ -26,6 +26,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     report.add_argument("--versions", action="store_true", help="with --diff: A and B are serving versions")
     report.add_argument("--output", type=Path, help="where to write the page (default: "
                                                     "reports/<pipeline>/<run>.html in the workspace)")
+    report.add_argument("--force", action="store_true",
+                        help="replace --output even if it is not a page turbotfx wrote (never a file in the "
+                             "workspace's store, serving, pipelines, logs or data folders)")
     report.add_argument("--open", action="store_true", help="open the page in the default web browser")
     report.add_argument("--artifact-root", type=_artifact_root, metavar="RECORDED=LOCAL",
                         help="read the artifacts MLMD records under RECORDED (a compiled pipeline's root, e.g. "
@@ -42,6 +45,11 @@ def handle(args: argparse.Namespace) -> int:
         config = dataclasses.replace(config, pipeline_name=args.pipeline_name)
     if args.versions and not args.diff:
         raise ConfigError("--versions says what --diff's A and B are; use it with --diff A B")
+    if args.output:
+        write.checked_output(args.output, config, args.force)
+    elif args.force:
+        raise ConfigError("--force lets --output replace a file; without --output the page goes to the "
+                          "workspace's reports folder, which needs no --force")
     store = cli_args.store_from_args(args, config)
     if args.diff:
         from pipeline.provenance import lineage

@@ -24,10 +24,14 @@ code, pre { font-family: monospace; font-size: 12px; } pre { background: #f5f7f9
 """
 
 
+# In every page's head: how `turbotfx report --output` knows a file it may replace.
+GENERATOR_MARK = '<meta name="generator" content="turbotfx report">'
+
+
 def document(title: str, body: Sequence[str]) -> str:
     """The whole page around its body's parts."""
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>{escaped(title)}</title><style>{STYLESHEET}</style></head><body>\n"
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">" + GENERATOR_MARK
+            + f"<title>{escaped(title)}</title><style>{STYLESHEET}</style></head><body>\n"
             + "\n".join(body) + "\n</body></html>\n")
 
 

@@ -9,8 +9,9 @@ from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2 as mlmd_pb
 
 from pipeline.atomic import atomic_path
+from pipeline.config import PipelineConfig
 from pipeline.errors import ConfigError
-from pipeline.report import diff_page, page, records
+from pipeline.report import diff_page, markup, page, records
 
 
 def report_path(reports_dir: Path, run_id: str) -> Path:
@@ -22,6 +23,43 @@ def report_path(reports_dir: Path, run_id: str) -> Path:
 def diff_path(reports_dir: Path, model_a: int, model_b: int) -> Path:
     """reports/<pipeline>/diff-<A>-<B>.html, by model artifact ids."""
     return reports_dir / f"diff-{model_a}-{model_b}.html"
+
+
+def checked_output(target: Path, workspace: PipelineConfig, force: bool = False) -> Path:
+    """target, where --output may write a page; ConfigError before any work where it may not.
+
+    Never inside the folders turbotfx keeps for itself (the store and its copy, serving,
+    pipelines, logs, data), even with force; never into a folder that is not there (a typo
+    makes no folders); an existing file only if it is a page turbotfx wrote, or with force.
+    """
+    landing = target.expanduser().resolve()  # through links: where the bytes would go
+    for what, folder in _kept_folders(workspace):
+        folder = folder.resolve()
+        if landing == folder or folder in landing.parents:
+            raise ConfigError(f"{target} is in the workspace's {what} folder ({folder}), which only turbotfx "
+                              "writes: name a file elsewhere (--output)")
+    if not landing.parent.is_dir():
+        raise ConfigError(f"{target.parent} is not a folder: create it first, or name a file in one that is "
+                          "(--output)")
+    if landing.is_file() and not force and not _is_report_page(landing):
+        raise ConfigError(f"{target} exists and is not a report page turbotfx wrote: name a new file, or "
+                          "replace it with --force")
+    return target
+
+
+def _kept_folders(workspace: PipelineConfig) -> list[tuple[str, Path]]:
+    return [("metadata store", workspace.metadata_path.parent), ("serving", workspace.serving_dir.parent),
+            ("pipelines", workspace.pipeline_root.parent), ("logs", workspace.log_path.parent),
+            ("data", workspace.home_path / "data")]
+
+
+def _is_report_page(path: Path) -> bool:
+    try:
+        with open(path, "rb") as existing:
+            head = existing.read(4096)
+    except OSError:
+        return False
+    return markup.GENERATOR_MARK.encode() in head
 
 
 def write_report(store: metadata_store.MetadataStore, run: mlmd_pb.Context, target: Path,
