@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
+import secrets
 from pathlib import Path
 from typing import Iterator
 
@@ -17,12 +17,16 @@ def atomic_path(target: Path) -> Iterator[str]:
     ImportSchemaGen, a person curating a schema); a failed one leaves nothing.
     """
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.stem}-", suffix=".tmp")
-    os.close(fd)
-    # mkstemp makes the file private to its owner; the target gets what a plain write would.
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)
+    # Created as a plain write creates a file (0666 less the umask, or the folder's default
+    # ACL: a reader granted serving/ by ACL can read what is pushed there); no chmod after,
+    # which would narrow an ACL's mask.
+    while True:
+        tmp = str(target.parent / f".{target.stem}-{secrets.token_hex(6)}.tmp")
+        try:
+            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+            break
+        except FileExistsError:
+            continue
     try:
         yield tmp
         os.replace(tmp, target)

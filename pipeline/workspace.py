@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, ContextManager, Iterator, Protocol
 
 from pipeline import config as config_lib
+from pipeline import private
 from pipeline.config import PipelineConfig
 from pipeline.errors import ConfigError, Interrupted, innermost_cause
 from pipeline.store.url import MetadataUrl, parse_url, sqlite_url
@@ -97,7 +98,14 @@ def run(config: PipelineConfig, beam: BeamOptions | None = None, report: Report 
     report gets every line for the user, in order; text_summary=False leaves out the
     summary's text (a caller that renders outcome.summary itself). Bad input raises
     ConfigError before any work; Ctrl-C or SIGTERM raises Interrupted with the run marked
-    ABORTED (rerun to resume: completed components are cached)."""
+    ABORTED (rerun to resume: completed components are cached). What it writes is its
+    owner's alone (pipeline.private)."""
+    with private.owner_only():
+        return _held_run(config, beam, report, session, text_summary)
+
+
+def _held_run(config: PipelineConfig, beam: BeamOptions | None, report: Report,
+              session: Callable[[], ContextManager[Progress]], text_summary: bool) -> RunOutcome:
     from pipeline.store import backup, connection
 
     config_lib.ensure_writable_home(config)

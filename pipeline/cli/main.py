@@ -8,6 +8,7 @@ import os
 import sys
 from typing import Sequence
 
+from pipeline import private
 from pipeline.cli import deploy, init, provenance, report, run, schema, serve, tune
 from pipeline.errors import ConfigError, Interrupted
 
@@ -35,7 +36,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         except SystemExit:  # --help or a usage error: what it printed must reach the reader
             sys.stdout.flush()
             raise
-        code = args.handler(args)
+        with private.owner_only():
+            code = args.handler(args)
         sys.stdout.flush()  # a reader that went away shows here, not at interpreter exit
         return code
     except ConfigError as err:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Makes sure the binaries the tests need are installed: a MariaDB and a PostgreSQL server (the
 # tests start their own throwaway instances on loopback, see tests/doubles/db_servers.py), graphviz's
-# `dot`, and a headless Chromium with its matching chromedriver (the run report is opened in it,
+# `dot`, the acl tools, and a headless Chromium with its matching chromedriver (the run report is opened in it,
 # tests/browser.py). Silent and fast when everything is there; installs the missing Debian packages otherwise.
 set -euo pipefail
 
@@ -15,6 +15,8 @@ for bin_dir in /usr/lib/postgresql/*/bin; do
 done
 ((pg_ok)) || missing+=(postgresql)
 command -v dot >/dev/null || missing+=(graphviz)
+# setfacl/getfacl: a workspace is owner-only, and a default ACL lets one other user read serving/.
+command -v setfacl >/dev/null && command -v getfacl >/dev/null || missing+=(acl)
 # Debian builds chromedriver from the same source as the browser, so their versions always match.
 command -v chromium >/dev/null || missing+=(chromium)
 command -v chromedriver >/dev/null || missing+=(chromium-driver)
