@@ -136,8 +136,11 @@ def _process_state() -> dict[str, object]:
     """What a command run in this process could leave behind for the next test."""
     import sys as sys_
 
+    umask = os.umask(0o022)
+    os.umask(umask)
     state: dict[str, object] = {
         "cwd": os.getcwd(),
+        "umask": umask,
         "signals": {s.name: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE)},
         "root_logging": (logging.getLogger().level, len(logging.getLogger().handlers)),
         "streams": (sys_.stdout, sys_.stderr),
@@ -243,6 +246,13 @@ def first_run_copy(first_run: FirstRun, tmp_path: Path) -> CliResult:
     home = tmp_path / "workspace"
     shutil.copytree(first_run.home, home, symlinks=True)
     return CliResult(home=home, exit_code=first_run.exit_code, output=first_run.output, stdout=first_run.stdout)
+
+
+def open_to_others(root: Path) -> list[str]:
+    """What under root a user other than its owner may read, write or enter, with its mode;
+    links aside (their own mode means nothing)."""
+    return [f"{path} {oct(path.lstat().st_mode & 0o777)}" for path in root.rglob("*")
+            if not path.is_symlink() and path.lstat().st_mode & 0o077]
 
 
 def tree_state(root: Path) -> dict[str, tuple[int, int]]:

@@ -134,7 +134,7 @@ def test_multiclass_names_in_the_summary_mlmd_the_confusion_matrix_and_predict(t
 
     # predict names every class with its probability, for rows of every class.
     rows_of_each = [{SIZE: CENTERS[name], COLOR: COLORS[name]} for name in ("c", "a", "b c")]
-    text = turbotfx("predict", "--dataset", str(dataset_file), "--json", json.dumps(rows_of_each), home=home)
+    text = cli("predict", "--dataset", str(dataset_file), "--json", json.dumps(rows_of_each), home=home)
     assert text.exit_code == 0, text.output
     lines = [line for line in text.stdout.splitlines() if line.startswith("row ")]
     for number, name in enumerate(("c", "a", "b c")):
@@ -143,7 +143,7 @@ def test_multiclass_names_in_the_summary_mlmd_the_confusion_matrix_and_predict(t
         listed = dict(item.rsplit(" ", 1) for item in lines[number].split("; ", 1)[1].rstrip(")").split(", "))
         assert sorted(listed) == sorted(by_frequency), lines[number]
         assert max(listed, key=lambda other: float(listed[other])) == name, lines[number]
-    as_json = turbotfx("predict", "--dataset", str(dataset_file), "--format", "json", "--json",
+    as_json = cli("predict", "--dataset", str(dataset_file), "--format", "json", "--json",
                        json.dumps(rows_of_each), home=home)
     assert as_json.exit_code == 0, as_json.output
     predictions = json.loads(as_json.stdout)["predictions"]

@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from pipeline import datasets
 from tests import conftest
-from tests.conftest import turbotfx
+from tests.conftest import cli
 
 pytestmark = pytest.mark.e2e
 
@@ -81,11 +81,11 @@ def test_dates_in_blessed_and_served(tmp_path, fmt):
 
     # `turbotfx predict` takes the date as text; a date that is no day is named before sending.
     home = tmp_path / "ws"
-    predicted = turbotfx("predict", "--dataset", str(dataset_file), "--format", "json", "--json",
+    predicted = cli("predict", "--dataset", str(dataset_file), "--format", "json", "--json",
                          json.dumps({DAY: "2020-01-04", BOOKED: "2019-12-20 21:00", GUESTS: 2}), home=home)
     assert predicted.exit_code == 0, predicted.output
     assert json.loads(predicted.stdout)["predictions"][0]["label"] == "yes"
-    refused = turbotfx("predict", "--dataset", str(dataset_file), "--json",
+    refused = cli("predict", "--dataset", str(dataset_file), "--json",
                        json.dumps({DAY: "2020-02-30", BOOKED: "2019-12-20 21:00", GUESTS: 2}), home=home)
     assert refused.exit_code != 0
     assert "feature 'day' is '2020-02-30', not a date" in refused.output, refused.output

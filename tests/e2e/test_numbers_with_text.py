@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from pipeline import datasets
 from tests import conftest
-from tests.conftest import turbotfx
+from tests.conftest import cli
 
 pytestmark = pytest.mark.e2e
 
@@ -62,11 +62,11 @@ def test_a_trace_of_rain_is_missing_with_an_indicator(tmp_path):
     assert (trace, unknown, heavy) == (b"yes", b"no", b"yes")
 
     # predict: numbers as numbers, the named text as text; other text is named before sending.
-    answered = turbotfx("predict", "--dataset", str(dataset_file), "--format", "json", "--json",
+    answered = cli("predict", "--dataset", str(dataset_file), "--format", "json", "--json",
                         json.dumps([{RAIN: 0.2, HUMIDITY: 50}, {RAIN: "T", HUMIDITY: 50}]), home=home)
     assert answered.exit_code == 0, answered.output
     assert [p["label"] for p in json.loads(answered.stdout)["predictions"]] == ["no", "yes"]
-    refused = turbotfx("predict", "--dataset", str(dataset_file), "--json",
+    refused = cli("predict", "--dataset", str(dataset_file), "--json",
                        json.dumps({RAIN: "lots", HUMIDITY: 50}), home=home)
     assert refused.exit_code != 0 and "Traceback" not in refused.output
     assert "is 'lots', neither a finite number nor one of the values read as missing ('T')" in refused.output

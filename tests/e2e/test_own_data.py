@@ -92,6 +92,10 @@ def init_and_run(tmp_path: Path, frame: pd.DataFrame, label: str, fmt: str,
         table.to_csv(data_root / "part-0.csv", index=False, **to_csv)
     else:
         table.to_parquet(data_root / "part-0.parquet", index=False)
+    # Private rows: no copy of them may be readable by other users (conftest.open_to_others).
+    for written in data_root.iterdir():
+        written.chmod(0o600)
+    data_root.chmod(0o700)
     dataset_file = tmp_path / "mine.toml"
     init, model_dir = conftest.init_and_run(data_root, label, dataset_file, tmp_path / "ws", "--epochs", "20")
     return dataset_file, model_dir, init.output
@@ -116,6 +120,9 @@ def test_binary_csv_table(tmp_path):
     roles = {feature.name: feature.role for feature in datasets.load(str(dataset_file)).features}
     assert (roles[SEATS], roles[TENURE]) == ("categorical", "numeric"), roles
 
+    # The run's copies of the rows, its store, serving config and report: the owner's alone.
+    assert conftest.open_to_others(tmp_path / "ws") == []
+    assert list((tmp_path / "ws" / "pipelines").rglob("Split-train/*.gz"))  # ExampleGen's copy is there
     outputs = serving_default(model_dir, frame)
     assert outputs["probabilities"].dtype == np.float32 and outputs["probabilities"].shape == (ROWS, 2)
     labels = np.array([label.decode() for label in outputs["label"]])
@@ -138,7 +145,7 @@ def test_binary_csv_table(tmp_path):
     np.testing.assert_allclose(raw_out["probabilities"].numpy(), outputs["probabilities"][:5], atol=1e-5)
 
     # `turbotfx predict` takes the original column names.
-    predicted = turbotfx("predict", "--dataset", str(dataset_file), "--format", "json", "--json",
+    predicted = cli("predict", "--dataset", str(dataset_file), "--format", "json", "--json",
                          json.dumps({CHARGES: 95.0, TENURE: 2, PLAN: "basic", SEATS: 1}), home=tmp_path / "ws")
     assert predicted.exit_code == 0, predicted.output
     assert json.loads(predicted.stdout)["predictions"][0]["label"] == "yes"

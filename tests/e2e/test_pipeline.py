@@ -17,7 +17,7 @@ from pipeline.cli.run import NOT_BLESSED_EXIT
 from pipeline.provenance import summary as run_summary
 from pipeline.runners import local
 from serving import model_config, warmup
-from tests.conftest import FAST_RUN_ARGS, cli, loader_processes, turbotfx
+from tests.conftest import FAST_RUN_ARGS, cli, loader_processes, open_to_others, turbotfx
 
 pytestmark = pytest.mark.e2e
 
@@ -189,6 +189,11 @@ def _pushed_model_ids(config):
     store = _store(config)
     pusher = _latest_execution(store, "Pusher")
     return _input_artifact_ids(store, pusher.id, "model")
+
+
+def test_what_a_run_writes_is_its_owners_alone(first_run):
+    # A process of its own, as a user runs it: TFX's, Beam's, MLMD's and TF's files too.
+    assert list(first_run.home.rglob("*.sqlite")) and open_to_others(first_run.home) == []
 
 
 def test_console_is_quiet_and_the_log_file_holds_the_library_output(first_run):

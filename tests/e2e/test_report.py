@@ -149,19 +149,19 @@ def test_report_command_renders_a_chosen_run_and_names_bad_input_in_one_line(fir
     newest = turbotfx("report", "--output", str(tmp_path / "newest.html"), home=home)
     assert newest.exit_code == 0 and newest.stdout.strip() == str(tmp_path / "newest.html"), newest.output
     assert _run_id(read_page(tmp_path / "newest.html")) == _run_id(read_page(second_page))
-    by_version = turbotfx("report", "--model-version", pushed_version, "--output", str(tmp_path / "v.html"),
+    by_version = cli("report", "--model-version", pushed_version, "--output", str(tmp_path / "v.html"),
                           home=home)
     assert by_version.exit_code == 0, by_version.output
     assert _run_id(read_page(tmp_path / "v.html")) == _run_id(read_page(first_page))
     # --run: the id `turbotfx runs` prints; the default file name is the run's.
     run_id = _run_id(read_page(first_page))
-    by_id = turbotfx("report", "--run", run_id, home=home)
+    by_id = cli("report", "--run", run_id, home=home)
     assert by_id.exit_code == 0 and Path(by_id.stdout.strip()) == first_page, by_id.output
 
     # --diff: the two models side by side, each metric as MLMD recorded it on its evaluation.
     runs = json.loads(turbotfx("runs", "--format", "json", home=home).stdout)
     first_model, second_model = runs[1]["model_id"], runs[0]["model_id"]
-    compared = turbotfx("report", "--diff", str(first_model), str(second_model), home=home)
+    compared = cli("report", "--diff", str(first_model), str(second_model), home=home)
     assert compared.exit_code == 0, compared.output
     assert Path(compared.stdout.strip()) == home / "reports" / "turbotfx" / f"diff-{first_model}-{second_model}.html"
     diff = read_page(Path(compared.stdout.strip()))
@@ -177,30 +177,43 @@ def test_report_command_renders_a_chosen_run_and_names_bad_input_in_one_line(fir
         expected.update({name: f"n/a ({reason})" for name, reason in undefined.items()})
         assert shown and shown == expected
     assert f"A: model {first_model}" in diff.svg_text and f"B: model {second_model}" in diff.svg_text
-    by_versions = turbotfx("report", "--diff", pushed_version, pushed_version, "--versions", "--output",
+    by_versions = cli("report", "--diff", pushed_version, pushed_version, "--versions", "--output",
                            str(tmp_path / "same.html"), home=home)
     assert by_versions.exit_code == 0, by_versions.output
     assert "the same" in read_page(tmp_path / "same.html").section_html("changes")
 
-    unknown = turbotfx("report", "--run", "2001-01-01T00:00:00", "--output", str(tmp_path / "u.html"), home=home)
+    unknown = cli("report", "--run", "2001-01-01T00:00:00", "--output", str(tmp_path / "u.html"), home=home)
     assert unknown.exit_code == 2 and len(unknown.output.strip().splitlines()) == 1, unknown.output
     assert "no run '2001-01-01T00:00:00'" in unknown.output and "turbotfx runs" in unknown.output
     blocked = tmp_path / "a-file"
     blocked.write_text("")
-    refused = turbotfx("report", "--output", str(blocked / "page.html"), home=home)
-    assert refused.exit_code == 1 and "Traceback" not in refused.output, refused.output
+    refused = cli("report", "--output", str(blocked / "page.html"), home=home)
+    assert refused.exit_code == 2 and f"{blocked} is not a folder: create it first" in refused.output, refused.output
     assert len(refused.output.strip().splitlines()) == 1, refused.output
     assert not (tmp_path / "u.html").exists() and blocked.read_text() == ""
     # A device is never replaced by a page; a link to a page is followed and stays a link.
-    device = turbotfx("report", "--output", "/dev/null", home=home)
+    device = cli("report", "--output", "/dev/null", home=home)
     assert device.exit_code == 2 and "is not a regular file" in device.output, device.output
     assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
-    (tmp_path / "real.html").write_text("an old page")
+    (tmp_path / "real.html").write_text((tmp_path / "v.html").read_text())  # a page turbotfx wrote
     (tmp_path / "link.html").symlink_to(tmp_path / "real.html")
-    linked = turbotfx("report", "--output", str(tmp_path / "link.html"), home=home)
+    linked = cli("report", "--output", str(tmp_path / "link.html"), home=home)
     assert linked.exit_code == 0, linked.output
-    assert (tmp_path / "link.html").is_symlink() and "<h1>turbotfx run " in (tmp_path / "real.html").read_text()
-    lone = turbotfx("report", "--versions", home=home)
+    assert (tmp_path / "link.html").is_symlink()
+    assert _run_id(read_page(tmp_path / "real.html")) == _run_id(read_page(second_page))  # replaced: the newest
+    # A file of one's own is replaced only with --force; the workspace's store never.
+    (tmp_path / "notes.html").write_text("my own notes")
+    kept = cli("report", "--output", str(tmp_path / "notes.html"), home=home)
+    assert kept.exit_code == 2 and "--force" in kept.output and (tmp_path / "notes.html").read_text() == "my own notes"
+    forced = cli("report", "--output", str(tmp_path / "notes.html"), "--force", home=home)
+    assert forced.exit_code == 0 and "<h1>turbotfx run " in (tmp_path / "notes.html").read_text(), forced.output
+    store = first_run_copy.config.metadata_path
+    store_bytes = store.read_bytes()
+    spared = cli("report", "--output", str(store), "--force", home=home)
+    assert spared.exit_code == 2 and "only turbotfx writes" in spared.output, spared.output
+    assert store.read_bytes() == store_bytes
+    assert json.loads(turbotfx("runs", "--format", "json", home=home).stdout)[0]["run_id"] == runs[0]["run_id"]
+    lone = cli("report", "--versions", home=home)
     assert lone.exit_code == 2 and "--diff" in lone.output, lone.output
 
 
@@ -278,12 +291,12 @@ def test_a_regression_report_shows_its_yardsticks_and_each_bagged_models_curves(
     # page names what it cannot find, and --artifact-root says where they went.
     copied = tmp_path / "copied"
     (home / "pipelines").rename(copied)
-    without = turbotfx("report", "--output", str(tmp_path / "without.html"), home=home)
+    without = cli("report", "--output", str(tmp_path / "without.html"), home=home)
     assert without.exit_code == 0, without.output
     lost = read_page(tmp_path / "without.html")
     assert "Not on this machine" in lost.html and "ExampleStatistics" in lost.html
     assert "No statistics to show" in lost.section_html("data")
-    found = turbotfx("report", "--output", str(tmp_path / "found.html"), "--artifact-root",
+    found = cli("report", "--output", str(tmp_path / "found.html"), "--artifact-root",
                      f"{home / 'pipelines'}={copied}", home=home)
     assert found.exit_code == 0, found.output
     again = read_page(tmp_path / "found.html")
@@ -293,7 +306,7 @@ def test_a_regression_report_shows_its_yardsticks_and_each_bagged_models_curves(
     # A damaged file leaves its part out, named, and the rest of the page stands.
     insights_file = next(copied.glob(f"*/Evaluator/evaluation/*/{evaluator_keys.INSIGHTS_FILE}"))
     insights_file.write_text(insights_file.read_text()[:40])
-    damaged = turbotfx("report", "--output", str(tmp_path / "damaged.html"), "--artifact-root",
+    damaged = cli("report", "--output", str(tmp_path / "damaged.html"), "--artifact-root",
                        f"{home / 'pipelines'}={copied}", home=home)
     assert damaged.exit_code == 0, damaged.output
     partial = read_page(tmp_path / "damaged.html")

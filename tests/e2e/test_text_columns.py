@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from pipeline import datasets
 from tests import conftest
-from tests.conftest import cli, turbotfx
+from tests.conftest import cli
 
 pytestmark = pytest.mark.e2e
 
@@ -65,9 +65,9 @@ def test_a_reviews_table_trains_on_its_words(tmp_path):
                                   ""]))["label"].numpy()
     assert new[:2].tolist() == [b"yes", b"no"]
 
-    answered = turbotfx("predict", "--dataset", str(dataset_file), "--format", "json", "--json",
+    answered = cli("predict", "--dataset", str(dataset_file), "--format", "json", "--json",
                         json.dumps({REVIEW: "tasty food, lovely table"}), home=home)
     assert answered.exit_code == 0, answered.output
     assert json.loads(answered.stdout)["predictions"][0]["label"] == "yes"
-    wrong = turbotfx("predict", "--dataset", str(dataset_file), "--json", json.dumps({REVIEW: 5}), home=home)
+    wrong = cli("predict", "--dataset", str(dataset_file), "--json", json.dumps({REVIEW: 5}), home=home)
     assert wrong.exit_code != 0 and "feature 'review' must be text, got int 5" in wrong.output, wrong.output

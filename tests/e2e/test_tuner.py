@@ -25,7 +25,7 @@ from components.tuner import worker
 from pipeline.config import PipelineConfig
 from pipeline.store.connection import open_store
 from pipeline.store.url import PASSWORD_ENV_VAR, sqlalchemy_url, sqlite_url
-from tests.conftest import CliResult, cli, turbotfx
+from tests.conftest import CliResult, cli, open_to_others, turbotfx
 from trainer_module import search_space
 from trainer_module.config import TrainingConfig
 
@@ -97,6 +97,8 @@ def executions_of(store, type_suffix: str) -> list:
 
 
 def test_every_trial_is_recorded_and_the_trainer_trains_with_the_best(tuned):
+    # The trials' records and everything else the run wrote: owner-only.
+    assert open_to_others(tuned.home) == []
     store = store_of(tuned.home)
     [result] = tuning_results(store)
     trials = trials_of(result)
@@ -246,6 +248,7 @@ def test_parallel_bagged_trials_run_in_several_processes_of_one_study(tmp_path):
     run = cli("run", *RUN_ARGS, "--bag-folds", "3", "--tune-trials", "4", "--tune-parallelism", "2",
                    "--tune-knobs", "learning_rate,dropout", home=home)
     assert run.exit_code == 0, run.output
+    assert open_to_others(home) == []  # the workers' study and models too
     [result] = tuning_results(store_of(home))
     trials = trials_of(result)
     # Both processes stop once the study holds 4 trials; one may have started a fifth meanwhile.

@@ -95,8 +95,8 @@ def test_two_datasets_in_one_workspace(first_run_copy: CliResult, tmp_path: Path
 
     # predict: with two models it asks which; named, it finds the dataset the runs recorded.
     row = json.dumps({CHARGES: 70.0, TENURE: 12, PLAN: "plus", SEATS: 2})
-    ambiguous = turbotfx("predict", "--json", row, home=home)
+    ambiguous = cli("predict", "--json", row, home=home)
     assert ambiguous.exit_code == 2 and "serves 2 models (penguins, spend)" in ambiguous.output, ambiguous.output
     assert "Traceback" not in ambiguous.output
-    named = _json(turbotfx("predict", "--model-name", SPEND_MODEL, "--format", "json", "--json", row, home=home))
+    named = _json(cli("predict", "--model-name", SPEND_MODEL, "--format", "json", "--json", row, home=home))
     assert len(named["predictions"]) == 1 and isinstance(named["predictions"][0]["value"], float)
