@@ -108,8 +108,12 @@ class RowSchema:
         would carry it); any other encoding is one error naming the fix."""
         try:
             with open(path, newline="", encoding="utf-8-sig") as handle:
-                return [{key: _csv_value(value, self.types.get(key)) for key, value in row.items()}
-                        for row in csv.DictReader(handle)]
+                reader = csv.DictReader(handle)
+                try:
+                    return [{key: _csv_value(value, self.types.get(key)) for key, value in row.items()}
+                            for row in reader]
+                except csv.Error as err:  # a NUL byte; a cell past the reader's limit (128 KiB)
+                    raise ServingClientError(f"{path} line {reader.line_num}: {_csv_problem(err)}") from None
         except UnicodeDecodeError as err:
             line = path.read_bytes()[:err.start].count(b"\n") + 1
             raise ServingClientError(f"{path} is not UTF-8 (byte {err.object[err.start]:#04x} on line {line}); "
@@ -189,6 +193,16 @@ class RowSchema:
             else:
                 instance[identifier(name)] = math.nan if _missing(value) else float(value)
         return instance
+
+
+def _csv_problem(err: csv.Error) -> str:
+    text = str(err)
+    if "NUL" in text:
+        return "holds a NUL byte, which no text cell does; remove it (or export the file as CSV again)"
+    if "field larger than field limit" in text:
+        return (f"has a cell over {csv.field_size_limit() // 1024} KiB, longer than any feature value; "
+                "check the file's quoting (an unclosed quote runs on to the end)")
+    return f"{text}; check that it is a CSV file with a header of feature names"
 
 
 def _csv_value(text: str | None, kind: int | None) -> Any:

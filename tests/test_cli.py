@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -50,6 +51,17 @@ def test_data_root_without_csv(tmp_path):
     result = turbotfx("run", "--data-root", str(empty), home=tmp_path / "ws")
     assert result.exit_code == 2
     assert "holds no .csv file" in result.output
+
+
+def test_json_gets_a_document_on_stdout_for_bad_input_too(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = cli("run", "--json", "--data-root", str(empty), home=tmp_path / "ws")
+    assert result.exit_code == 2, result.output
+    document = json.loads(result.stdout)
+    assert "holds no .csv file" in document["error"] and document["exit_code"] == 2 and document["run_id"] is None
+    stderr = result.output[len(result.stdout):]
+    assert stderr.strip() == f"turbotfx: error: {document['error']}"
 
 
 def test_csv_without_label_column(tmp_path):

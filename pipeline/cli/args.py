@@ -21,6 +21,9 @@ from trainer_module import config as training_config
 if TYPE_CHECKING:
     from ml_metadata.metadata_store import metadata_store
 
+# The exit code of input turbotfx refuses (a flag, a file, the data): argparse's own for usage.
+BAD_INPUT_EXIT = 2
+
 # PipelineConfig field set by each flag (by its argparse dest) that maps one to one. The
 # training knobs' flags are TrainingConfig's (training_flags).
 FIELD_OF_FLAG = {

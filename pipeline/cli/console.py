@@ -138,15 +138,28 @@ class _ComponentProgress(logging.Handler):
             self.console.epoch_line(message)
 
 
+def can_log(log_path: Path) -> bool:
+    """Whether the log can be written (made, with its folder, if missing): a read-only
+    workspace still answers the commands that only read it."""
+    try:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        _private_log(log_path).close()
+    except OSError:
+        return False
+    return True
+
+
 @contextlib.contextmanager
-def session(log_path: Path, verbose: bool, user_fd: int = 1) -> Iterator[Console]:
-    """Routes library output to log_path (or the terminal with verbose) for the block.
+def session(log_path: Path | None, verbose: bool, user_fd: int = 1) -> Iterator[Console]:
+    """Routes library output to log_path (or the terminal with verbose; None: nowhere) for
+    the block.
 
     Quiet mode redirects file descriptors 1 and 2, which silences TF's C++ logging and
     Beam's subprocesses too; the console keeps a duplicate of the original user_fd (stdout;
     stderr where stdout is kept for a JSON document).
     """
-    log_path.parent.mkdir(parents=True, exist_ok=True)
+    if log_path is not None:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
     root = logging.getLogger()
     saved_level = root.level
     sys.stdout.flush()
@@ -154,7 +167,7 @@ def session(log_path: Path, verbose: bool, user_fd: int = 1) -> Iterator[Console
     user_stream = os.fdopen(os.dup(user_fd), "w", buffering=1)
     console = Console(user_stream, rewrite=not verbose)
     component_progress = _ComponentProgress(console)
-    log_file = _private_log(log_path)
+    log_file = _private_log(log_path) if log_path is not None else open(os.devnull, "a")
     saved_fds = None
     python_streams = contextlib.ExitStack()
     if not verbose:

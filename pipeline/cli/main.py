@@ -9,6 +9,7 @@ import sys
 from typing import Sequence
 
 from pipeline import private
+from pipeline.cli import args as cli_args
 from pipeline.cli import deploy, init, provenance, report, run, schema, serve, tune
 from pipeline.errors import ConfigError, Interrupted
 
@@ -42,7 +43,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
     except ConfigError as err:
         print(f"turbotfx: error: {err}", file=sys.stderr)
-        return 2
+        return cli_args.BAD_INPUT_EXIT
     except Interrupted as err:
         print(f"turbotfx: {err}", file=sys.stderr)
         return INTERRUPTED_EXIT

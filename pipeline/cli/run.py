@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Iterator
 from pipeline import config as config_lib
 from pipeline.cli import args as cli_args
 from pipeline.cli import console as console_lib
+from pipeline.errors import ConfigError
 from pipeline.runners.cluster import LOCAL_RUNNERS
 
 if TYPE_CHECKING:
@@ -53,10 +54,15 @@ def handle(args: argparse.Namespace) -> int:
     component failed (2: bad input, 130: interrupted, from the errors raised)."""
     from pipeline import workspace
 
-    config = cli_args.config_from_args(args)
-    terminal = _Terminal(config.log_path, args.verbose, user_fd=2 if args.json else 1)
-    outcome = workspace.run(config, cli_args.beam_options_from_args(args), terminal.line,
-                            session=terminal.session, text_summary=not args.json)
+    try:
+        config = cli_args.config_from_args(args)
+        terminal = _Terminal(config.log_path, args.verbose, user_fd=2 if args.json else 1)
+        outcome = workspace.run(config, cli_args.beam_options_from_args(args), terminal.line,
+                                session=terminal.session, text_summary=not args.json)
+    except ConfigError as err:
+        if args.json:  # a reader of stdout gets a document whatever happened; the line goes to stderr too
+            _print_json_error(str(err), cli_args.BAD_INPUT_EXIT)
+        raise
     if args.json:
         _print_json(outcome)
     code = 0
@@ -87,6 +93,12 @@ class _Terminal:
     def line(self, text: str) -> None:
         assert self._console is not None, "the run reports its lines inside its session"
         self._console.line(text)
+
+
+def _print_json_error(message: str, exit_code: int) -> None:
+    import json
+
+    print(json.dumps({"error": message, "exit_code": exit_code, "run_id": None}, indent=2))
 
 
 def _print_json(outcome: RunOutcome) -> None:

@@ -43,7 +43,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
     predict = commands.add_parser("predict", help="predict rows with the latest pushed model or a TF Serving server")
     rows = predict.add_mutually_exclusive_group(required=True)
-    rows.add_argument("--json", help='one row or a list of rows: \'{"island": "Biscoe", "bill_length_mm": 46.5}\'')
+    rows.add_argument("--json", help='one row or a list of rows: \'{"island": "Biscoe", "bill_length_mm": 46.5}\'; '
+                                     "@FILE reads them from a file, - from standard input")
     rows.add_argument("--csv", help="CSV file with a header of feature names (empty cell: missing)")
     server = predict.add_mutually_exclusive_group()
     server.add_argument("--grpc", help="TF Serving gRPC target HOST:PORT (default: in-process, no server)")
@@ -141,8 +142,10 @@ def _text(status: ServingStatus) -> str:
 
 def handle_predict(args: argparse.Namespace) -> int:
     [config] = _chosen_models(args, needs_dataset=True)
-    # TF's import and SavedModel loading log to the terminal: they go to the log file.
-    with console.session(config.log_path, verbose=False) as out:
+    # TF's import and SavedModel loading log to the terminal: they go to the log file, or
+    # nowhere where the workspace cannot be written (predict only reads it).
+    log_path = config.log_path if console.can_log(config.log_path) else None
+    with console.session(log_path, verbose=False) as out:
         predictions, source = _predict(args, config)
         if args.format == "json":
             out.line(json.dumps({"model": source, "predictions": [_as_dict(p) for p in predictions]}, indent=2))
@@ -201,6 +204,22 @@ def _predict(args: argparse.Namespace, config) -> tuple[list, str]:
     return predict_in_process(model_dir, schema, rows), str(model_dir)
 
 
+def _json_text(given: str) -> str:
+    """--json's rows: the text itself, @FILE's contents, or standard input's for '-' (a
+    request too large for a command line)."""
+    if given == "-":
+        return sys.stdin.read()
+    if not given.startswith("@"):
+        return given
+    path = Path(given[1:]).expanduser()
+    if not path.is_file():
+        raise ConfigError(f"--json {given}: no such file; name a file of JSON rows after the @")
+    try:
+        return path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError:
+        raise ConfigError(f"--json {given}: the file is not UTF-8 text; save it as UTF-8 JSON") from None
+
+
 def _as_dict(prediction) -> dict[str, Any]:
     """A classifier's label, class id, probabilities (in class id order) and
     `class_probabilities` ({label value: probability}), or a regression model's value."""
@@ -212,9 +231,12 @@ def _as_dict(prediction) -> dict[str, Any]:
 def _rows(args: argparse.Namespace, schema) -> list[Any]:
     if args.json is not None:
         try:
-            parsed = json.loads(args.json)
+            parsed = json.loads(_json_text(args.json))
         except ValueError as err:
             raise ConfigError(f"--json is not valid JSON ({err}); give an object or a list of objects") from None
+        except RecursionError:
+            raise ConfigError("--json nests deeper than a row ever does; give an object of feature values or a "
+                              "list of such objects") from None
         return parsed if isinstance(parsed, list) else [parsed]
     path = Path(args.csv)
     if not path.is_file():
