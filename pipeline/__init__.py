@@ -3,7 +3,8 @@ own floor and the ones below, never from one above (tests/test_architecture.py c
 
   ground      errors (user-fixable errors, message helpers), atomic (files that appear
               whole), private (owner-only files for what a command writes), store/url (store URLs, pure Python), store/integrity and store/backup
-              (a SQLite store checked; its last good copy), datasets/ (the only data
+              (a SQLite store checked; its last good copy), store/study (the tuning
+              study's storage reached before a run), datasets/ (the only data
               package: dataset files loaded and validated, the built-ins; table: the user's
               CSV or Parquet files as ExampleGen reads them; checks: the checks before a
               run; infer and draft: what `turbotfx init` decides and writes; prepare: a

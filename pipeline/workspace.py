@@ -117,6 +117,10 @@ def _held_run(config: PipelineConfig, beam: BeamOptions | None, report: Report,
     with connection.exclusive_run(url):
         # Fail before any work when the store cannot be reached or its SQLite file is damaged.
         connection.check_store(url)
+        if config.tuning.storage and config.tuning.tunes:  # the study's, likewise
+            from pipeline.store import study
+
+            study.check_storage(config.tuning.storage)
         outcome = _run(config, url, beam, report, session, text_summary)
         if outcome.error is None:  # a SQLite store's copy to restore should it be damaged later
             try:

@@ -75,6 +75,13 @@ def as_sampler_params(dimensions: dict[str, Dimension], values: dict[str, Any]) 
 
 def _label(value: Any) -> Any:
     return ",".join(str(item) for item in value) if isinstance(value, tuple) else value
+
+
+# A run's study: more trials than any search space here needs (one a minute is a week); more
+# processes than a machine has cores only queue (each holds a model and its data, ~1 GB).
+MAX_TRIALS, MAX_PARALLELISM = 10_000, 64
+
+
 @dataclasses.dataclass(frozen=True)
 class TuningConfig:
     """Whether and how long a run tunes: a dataset file's [tuning] table, under the --tune-*
@@ -100,10 +107,10 @@ class TuningConfig:
 
     def validate(self, family: str) -> None:
         """Raises ValueError naming the first setting out of range."""
-        if self.trials is not None and self.trials < 0:
-            raise ValueError(f"tuning trials must be 0 or more, got {self.trials}")
+        if self.trials is not None and not 0 <= self.trials <= MAX_TRIALS:
+            raise ValueError(f"tuning trials must be 0 to {MAX_TRIALS}, got {self.trials}")
         if self.minutes is not None and not self.minutes > 0:
             raise ValueError(f"tuning time must be more than 0 minutes, got {self.minutes}")
-        if self.parallelism < 1:
-            raise ValueError(f"tuning parallelism must be at least 1, got {self.parallelism}")
+        if not 1 <= self.parallelism <= MAX_PARALLELISM:
+            raise ValueError(f"tuning parallelism must be 1 to {MAX_PARALLELISM}, got {self.parallelism}")
         space(family, self.knobs)

@@ -147,7 +147,7 @@ def run_study(fn_args: FnArgs, base: TrainingConfig, request: StudyRequest,
         ran_here.append(trial.number)
         values = search_space.sample(trial, dimensions, kinds)
         trial.set_user_attr(_VALUES_ATTR, values)
-        trial.set_user_attr(_RAN_BY_ATTR, f"{socket.gethostname()}:{os.getpid()}")
+        trial.set_user_attr(_RAN_BY_ATTR, ran_by(os.getpid()))
         training = dataclasses.replace(base, **{name: config.coerce(_field(name), value)
                                                 for name, value in values.items()})
         try:
@@ -187,6 +187,31 @@ def reload(request: StudyRequest, result: StudyResult) -> StudyResult:
     study = optuna.load_study(study_name=request.study_name, storage=request.storage)
     records = [record(t) for t in study.get_trials(deepcopy=False)]
     return dataclasses.replace(result, trials=records, best=_best(records) or result.best)
+
+
+def fail_lost_trials(request: StudyRequest, lost: dict[str, str]) -> int:
+    """Records as failed, with its cause, each trial still running in the storage that a
+    process which has ended was running (lost: its ran_by, "host:pid", and why it ended): a
+    worker killed mid-trial would leave it running for ever. Other processes' trials are left
+    alone (a shared study's other machines). How many were failed."""
+    assert request.storage, "only a study in a storage outlives its process"
+    storage = optuna.storages.get_storage(request.storage)
+    study_id = storage.get_study_id_from_name(request.study_name)
+    failed = 0
+    for trial in storage.get_all_trials(study_id, deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+        cause = lost.get(str(trial.user_attrs.get(_RAN_BY_ATTR, "")))
+        if cause is None:
+            continue
+        trial_id = storage.get_trial_id_from_study_id_trial_number(study_id, trial.number)
+        storage.set_trial_user_attr(trial_id, _ERROR_ATTR, cause)
+        storage.set_trial_state_values(trial_id, optuna.trial.TrialState.FAIL)
+        failed += 1
+    return failed
+
+
+def ran_by(pid: int) -> str:
+    """How a trial names the process that ran it."""
+    return f"{socket.gethostname()}:{pid}"
 
 
 def request_json(request: StudyRequest) -> dict[str, Any]:

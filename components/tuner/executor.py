@@ -70,8 +70,13 @@ class Executor(base_executor.BaseExecutor):
             for process in workers:
                 _stop(process)
             raise
+        lost = {}
         for process in workers:
-            _wait(process)
+            code = _wait(process)
+            if code != 0:
+                lost[tuning.ran_by(process.pid)] = f"its tuning worker process ended mid-trial (exit {code})"
+        if lost:
+            tuning.fail_lost_trials(request, lost)
         if workers:
             result = tuning.reload(request, result)
         values = result.best.values
@@ -117,7 +122,7 @@ def _start_worker(request: tuning.StudyRequest, storage_url: str, password_env: 
         json.dump(worker.spec(request, storage_url, password_env, fn_args.train_files, fn_args.transform_output,
                               fn_args.custom_config, base, seed=index), spec)
     # Its logs (trial lines included) go where this process's do: the run's log file.
-    return subprocess.Popen([sys.executable, "-m", "components.tuner.worker", path])
+    return subprocess.Popen([sys.executable, "-m", "components.tuner.worker", path, str(os.getpid())])
 
 
 def _stop(worker: subprocess.Popen) -> None:
@@ -129,7 +134,7 @@ def _stop(worker: subprocess.Popen) -> None:
         worker.wait()
 
 
-def _wait(worker: subprocess.Popen) -> None:
+def _wait(worker: subprocess.Popen) -> int:
     try:
         code = worker.wait(WORKER_WAIT_S)
     except BaseException:
@@ -137,4 +142,5 @@ def _wait(worker: subprocess.Popen) -> None:
         worker.wait()
         raise
     if code != 0:
-        logging.warning("a tuning worker exited with code %d; its trials are recorded as they ended", code)
+        logging.warning("a tuning worker exited with code %d; a trial it was running is recorded as failed", code)
+    return code

@@ -17,6 +17,7 @@ from pipeline.config import PipelineConfig
 from pipeline.errors import ConfigError
 from pipeline.store.url import existing_store_url, sqlite_url
 from trainer_module import config as training_config
+from trainer_module import search_space
 
 if TYPE_CHECKING:
     from ml_metadata.metadata_store import metadata_store
@@ -176,7 +177,7 @@ TUNING_FIELD_OF_FLAG = {"tune_trials": "trials", "tune_time": "minutes", "tune_k
 
 
 def add_tuning_args(group) -> None:
-    group.add_argument("--tune-trials", type=int_at_least(0), metavar="N",
+    group.add_argument("--tune-trials", type=int_at_least(0, search_space.MAX_TRIALS), metavar="N",
                        help="search the training knobs in N trials and train with the best; 0: train with the "
                             "knobs as given (default: the dataset file's [tuning] trials, else reuse the latest "
                             "tuning result of this dataset whose search space still matches)")
@@ -191,8 +192,9 @@ def add_tuning_args(group) -> None:
                             "processes or machines given the same --tune-study share its trials "
                             "(default: in memory)")
     group.add_argument("--tune-study", metavar="NAME", help="the study's name in --tune-storage (default: a new one)")
-    group.add_argument("--tune-parallelism", type=int_at_least(1), metavar="P",
-                       help="processes running trials at once (default: 1)")
+    group.add_argument("--tune-parallelism", type=int_at_least(1, search_space.MAX_PARALLELISM), metavar="P",
+                       help=f"processes running trials at once, each with a model in memory (default: 1; at most "
+                            f"{search_space.MAX_PARALLELISM})")
 
 
 def _positive_float(text: str) -> float:
@@ -211,8 +213,8 @@ def _builtin_datasets() -> tuple[str, ...]:
     return datasets.builtin_names()
 
 
-def int_at_least(minimum: int) -> Callable[[str], int]:
-    """An argparse type: an integer no smaller than minimum."""
+def int_at_least(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
+    """An argparse type: an integer no smaller than minimum (and no larger than maximum)."""
     def parse(text: str) -> int:
         try:
             value = int(text)
@@ -220,6 +222,8 @@ def int_at_least(minimum: int) -> Callable[[str], int]:
             raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
         if value < minimum:
             raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        if maximum is not None and value > maximum:
+            raise argparse.ArgumentTypeError(f"must be at most {maximum}, got {value}")
         return value
 
     return parse

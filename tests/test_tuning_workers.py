@@ -1,0 +1,117 @@
+"""A tuning run's processes and its study's storage: a worker dies with the run that started
+it (kill -9 included), a trial a dead worker was running is recorded as failed with the cause
+(never "running" for ever), the flags have upper bounds, and --tune-storage is reached before
+any work, as --metadata-url is."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import optuna
+import psutil
+import pytest
+
+from pipeline.runners.spark.local_cluster import free_port
+from pipeline.store import study as study_storage
+from pipeline.store.url import PASSWORD_ENV_VAR
+from tests import REPO
+from tests.conftest import cli
+from trainer_module import search_space, tuning
+
+# A parent that starts a child the way the Tuner's executor starts a worker (its pid last on
+# the command line), prints the child's pid, and waits to be killed.
+PARENT = textwrap.dedent("""
+    import os, subprocess, sys, time
+    child = subprocess.Popen([sys.executable, "-c",
+        "import sys, time; from components.tuner.worker import die_with_parent; "
+        "die_with_parent(int(sys.argv[1])); print('ready', flush=True); time.sleep(120)", str(os.getpid())],
+        stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline().strip() == "ready"
+    print(child.pid, flush=True)
+    time.sleep(120)
+""")
+
+
+def test_a_worker_dies_with_the_process_that_started_it_even_by_kill_9():
+    parent = subprocess.Popen([sys.executable, "-c", PARENT], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    try:
+        child = psutil.Process(int(parent.stdout.readline()))
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(timeout=30)
+        assert _gone(child, timeout_s=10), "the worker outlived its parent"
+    finally:
+        parent.kill()
+
+
+def _gone(process: psutil.Process, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if process.status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_a_trial_its_dead_worker_was_running_is_recorded_failed_with_the_cause(tmp_path):
+    request = tuning.StudyRequest(family="dnn", trials=4, storage=f"sqlite:///{tmp_path / 'study.sqlite'}",
+                                  study_name="shared")
+    study = optuna.create_study(study_name="shared", storage=request.storage, direction="minimize")
+    lost_trial, other_machines = study.ask(), study.ask()  # both left running
+    lost_trial.set_user_attr("ran_by", tuning.ran_by(4242))
+    other_machines.set_user_attr("ran_by", "elsewhere:7")
+    done = study.ask()
+    done.set_user_attr("ran_by", tuning.ran_by(4242))
+    study.tell(done, 0.5)
+
+    cause = "its tuning worker process ended mid-trial (exit -9)"
+    assert tuning.fail_lost_trials(request, {tuning.ran_by(4242): cause}) == 1
+    records = {r.number: r for r in map(tuning.record, optuna.load_study(
+        study_name="shared", storage=request.storage).get_trials(deepcopy=False))}
+    assert (records[lost_trial.number].state, records[lost_trial.number].error) == (tuning.FAILED, cause)
+    assert records[other_machines.number].state == tuning.RUNNING  # another process's: left alone
+    assert records[done.number].state == tuning.COMPLETE and records[done.number].score == 0.5
+
+
+@pytest.mark.parametrize("flag, value, message", [
+    ("--tune-trials", str(search_space.MAX_TRIALS + 1), f"must be at most {search_space.MAX_TRIALS}"),
+    ("--tune-parallelism", str(search_space.MAX_PARALLELISM + 1), f"must be at most {search_space.MAX_PARALLELISM}"),
+])
+def test_the_tuning_flags_have_upper_bounds(tmp_path, flag, value, message):
+    result = cli("run", flag, value, home=tmp_path / "ws")
+    assert result.exit_code == 2 and message in result.output, result.output
+    assert not (tmp_path / "ws").exists()
+
+
+def test_a_dataset_files_tuning_trials_have_the_same_bound():
+    with pytest.raises(ValueError, match=f"0 to {search_space.MAX_TRIALS}"):
+        search_space.TuningConfig(trials=search_space.MAX_TRIALS + 1).validate("dnn")
+
+
+@pytest.mark.parametrize("storage, message", [
+    (lambda tmp_path: f"mysql://tuner@127.0.0.1:{free_port()}/studies", "cannot be reached"),
+    (lambda tmp_path: f"sqlite:///{tmp_path / 'no-such-folder' / 'study.sqlite'}", "does not exist"),
+])
+def test_a_study_storage_that_cannot_be_used_stops_the_run_before_any_work(tmp_path, storage, message):
+    url = storage(tmp_path)
+    result = cli("run", "--tune-trials", "2", "--tune-storage", url, home=tmp_path / "ws")
+    assert result.exit_code == 2, result.output
+    assert len(result.output.strip().splitlines()) == 1 and message in result.output, result.output
+    assert not (tmp_path / "ws" / "pipelines").exists()  # not one component ran
+
+
+def test_a_study_server_that_answers_passes_the_check(mariadb_server, monkeypatch):
+    database = mariadb_server.create_database()
+    monkeypatch.setenv(PASSWORD_ENV_VAR, database.password)
+    study_storage.check_storage(database.url())
+    monkeypatch.setenv(PASSWORD_ENV_VAR, "not-the-password")
+    with pytest.raises(study_storage.StudyStorageError, match="cannot be reached") as refused:
+        study_storage.check_storage(database.url())
+    assert "not-the-password" not in str(refused.value)
+    assert f"--tune-storage {database.url()} cannot be reached" in str(refused.value)
