@@ -119,8 +119,10 @@ def _held_run(config: PipelineConfig, beam: BeamOptions | None, report: Report,
         connection.check_store(url)
         if config.tuning.storage and config.tuning.tunes:  # the study's, likewise
             from pipeline.store import study
+            from trainer_module.search_space import study_owner
 
-            study.check_storage(config.tuning.storage)
+            study.check_storage(config.tuning.storage, config.tuning.study,
+                                study_owner(config.model_name, config.spec.feature_contract()))
         outcome = _run(config, url, beam, report, session, text_summary)
         if outcome.error is None:  # a SQLite store's copy to restore should it be damaged later
             try:

@@ -77,6 +77,15 @@ def _label(value: Any) -> Any:
     return ",".join(str(item) for item in value) if isinstance(value, tuple) else value
 
 
+# A study's user attribute naming whose trials it holds: one dataset's model (its name and
+# feature contract). A shared study (--tune-storage, --tune-study) refuses another's run.
+STUDY_OWNER_ATTR = "turbotfx_owner"
+
+
+def study_owner(model_name: str, feature_contract: str) -> str:
+    return f"model {model_name!r} (feature contract {feature_contract})"
+
+
 # A run's study: more trials than any search space here needs (one a minute is a week); more
 # processes than a machine has cores only queue (each holds a model and its data, ~1 GB).
 MAX_TRIALS, MAX_PARALLELISM = 10_000, 64

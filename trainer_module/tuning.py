@@ -66,8 +66,10 @@ class StudyRequest:
     minutes: float | None = None
     storage: str | None = None
     study_name: str = "turbotfx"
-    # Sampler seed: each worker of a shared study needs its own.
+    # Sampler seed: each worker of a shared study needs its own (None: a random one).
     seed: int | None = 0
+    # Whose trials the study holds (search_space.study_owner); "" claims nothing.
+    owner: str = ""
     # Configurations tried first (knob values, JSON types): the untuned one.
     first: tuple[dict[str, Any], ...] = ()
 
@@ -111,7 +113,23 @@ CREATE_ATTEMPTS = 5
 CREATE_RETRY_S = 0.5
 
 
+class StudyOwnerError(ValueError):
+    """The named study holds another dataset's trials."""
+
+
 def _create_or_join(request: StudyRequest) -> optuna.Study:
+    study = _created_or_joined(request)
+    if request.owner:
+        claimed = study.user_attrs.get(search_space.STUDY_OWNER_ATTR)
+        if claimed is None:
+            study.set_user_attr(search_space.STUDY_OWNER_ATTR, request.owner)
+        elif claimed != request.owner:
+            raise StudyOwnerError(f"study {request.study_name!r} holds the trials of {claimed}, not of "
+                                  f"{request.owner}; name another study (--tune-study)")
+    return study
+
+
+def _created_or_joined(request: StudyRequest) -> optuna.Study:
     from sqlalchemy import exc as sql_errors
 
     for attempt in range(1, CREATE_ATTEMPTS + 1):

@@ -59,6 +59,11 @@ class Executor(base_executor.BaseExecutor):
             or f"{custom_config.get(MODEL_NAME_KEY, 'model')}-{uuid.uuid4().hex[:12]}",
             # The untuned configuration first: tuning never ranks below it on the validation slice.
             first=(base.to_config(),),
+            # A study others may join (--tune-storage): a random seed, or two runs started alike
+            # would sample the same trials.
+            seed=None if exec_properties.get(keys.STORAGE) else 0,
+            owner=search_space.study_owner(str(custom_config.get(MODEL_NAME_KEY, "")),
+                                           str(custom_config.get(FEATURE_CONTRACT_KEY, ""))),
         )
         workers = [_start_worker(request, storage_url, password_env, fn_args, base, index, self._get_tmp_dir())
                    for index in range(1, parallelism)]
@@ -120,7 +125,7 @@ def _start_worker(request: tuning.StudyRequest, storage_url: str, password_env: 
     os.makedirs(scratch, exist_ok=True)
     with open(path, "w") as spec:
         json.dump(worker.spec(request, storage_url, password_env, fn_args.train_files, fn_args.transform_output,
-                              fn_args.custom_config, base, seed=index), spec)
+                              fn_args.custom_config, base, seed=index if request.seed is not None else None), spec)
     # Its logs (trial lines included) go where this process's do: the run's log file.
     return subprocess.Popen([sys.executable, "-m", "components.tuner.worker", path, str(os.getpid())])
 

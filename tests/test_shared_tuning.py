@@ -1,7 +1,7 @@
 """A tuning run's processes and its study's storage: a worker dies with the run that started
 it (kill -9 included), a trial a dead worker was running is recorded as failed with the cause
-(never "running" for ever), the flags have upper bounds, and --tune-storage is reached before
-any work, as --metadata-url is."""
+(never "running" for ever), the flags have upper bounds, --tune-storage is reached before any
+work, as --metadata-url is, and a shared study holds one dataset's model's trials only."""
 
 from __future__ import annotations
 
@@ -15,9 +15,10 @@ import optuna
 import psutil
 import pytest
 
+from pipeline.config import PipelineConfig
 from pipeline.runners.spark.local_cluster import free_port
 from pipeline.store import study as study_storage
-from pipeline.store.url import PASSWORD_ENV_VAR
+from pipeline.store.url import PASSWORD_ENV_VAR, sqlalchemy_url
 from tests import REPO
 from tests.conftest import cli
 from trainer_module import search_space, tuning
@@ -115,3 +116,34 @@ def test_a_study_server_that_answers_passes_the_check(mariadb_server, monkeypatc
         study_storage.check_storage(database.url())
     assert "not-the-password" not in str(refused.value)
     assert f"--tune-storage {database.url()} cannot be reached" in str(refused.value)
+
+
+def owner_of(dataset: str) -> str:
+    config = PipelineConfig(home="unused", dataset=dataset)
+    return search_space.study_owner(config.model_name, config.spec.feature_contract())
+
+
+def test_a_study_of_another_datasets_model_is_refused_before_any_work(tmp_path):
+    url = f"sqlite:///{tmp_path / 'studies.sqlite'}"
+    penguins = owner_of("penguins")
+    claimed = optuna.create_study(study_name="shared", storage=sqlalchemy_url(url))
+    claimed.set_user_attr(search_space.STUDY_OWNER_ATTR, penguins)
+    result = cli("run", "--dataset", "synthetic", "--tune-trials", "2", "--tune-storage", url,
+                 "--tune-study", "shared", home=tmp_path / "ws")
+    assert result.exit_code == 2, result.output
+    assert len(result.output.strip().splitlines()) == 1, result.output
+    assert f"holds the trials of {penguins}, not of {owner_of('synthetic')}" in result.output
+    assert not (tmp_path / "ws" / "pipelines").exists()
+    study_storage.check_storage(url, "shared", penguins)  # its own dataset joins
+    study_storage.check_storage(url, "another", owner_of("synthetic"))  # a new study is anyone's
+
+
+def test_the_tuner_itself_refuses_a_study_claimed_since_the_check(tmp_path):
+    """The check before the run and the Tuner are minutes apart: the Tuner checks again."""
+    storage = f"sqlite:///{tmp_path / 'studies.sqlite'}"
+    first = tuning.StudyRequest(family="dnn", storage=storage, study_name="shared", owner=owner_of("penguins"))
+    tuning._create_or_join(first)
+    tuning._create_or_join(first)  # the same dataset again: joins
+    other = tuning.StudyRequest(family="dnn", storage=storage, study_name="shared", owner=owner_of("synthetic"))
+    with pytest.raises(tuning.StudyOwnerError, match="holds the trials of model 'penguins'"):
+        tuning._create_or_join(other)
