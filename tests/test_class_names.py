@@ -124,3 +124,56 @@ def test_per_class_changes_against_a_baseline_whose_class_ids_name_other_labels_
         "sparse_categorical_accuracy": 0.01}
     # A baseline trained before models recorded their names: nothing to tell, kept.
     assert reporting_evaluator.comparable_changes(diff, ["c", "a", "b c"], None) == diff
+
+
+def _write_evaluation(folder, threshold_values: dict[tuple[str, int], float], counts: dict[tuple[int, int], int]):
+    """TFMA's output as its writer leaves it: TFMA's per-class values (at its 0.5 threshold)
+    and the top-class confusion matrix, overall."""
+    import tensorflow as tf
+    from tensorflow_model_analysis.proto import metrics_for_slice_pb2 as tfma_pb
+
+    metrics = tfma_pb.MetricsForSlice()
+    for (name, class_id), number in threshold_values.items():
+        entry = metrics.metric_keys_and_values.add()
+        entry.key.name, entry.key.model_name = name, "candidate"
+        entry.key.sub_key.class_id.value = class_id
+        entry.value.double_value.value = number
+    plots = tfma_pb.PlotsForSlice()
+    plot = plots.plot_keys_and_values.add()
+    plot.key.name, plot.key.model_name = reporting_evaluator.CONFUSION_PLOT_NAME, "candidate"
+    matrix = plot.value.multi_class_confusion_matrix_at_thresholds.matrices.add()
+    for (actual, predicted), rows in counts.items():
+        matrix.entries.add(actual_class_id=actual, predicted_class_id=predicted, num_weighted_examples=rows)
+    for name, proto in (("metrics", metrics), ("plots", plots)):
+        with tf.io.TFRecordWriter(str(folder / f"{name}-00000-of-00001.tfrecord")) as writer:
+            writer.write(proto.SerializeToString())
+
+
+def test_multiclass_precision_and_recall_follow_the_confusion_matrixs_top_class(tmp_path):
+    """Seattle weather's case: no day's drizzle probability reached 0.5, so TFMA's own
+    precision[drizzle] is undefined and its recall 0, while the matrix (the top class) has
+    drizzle predicted twice, once right; rain's recall there is 47/54, not TFMA's 43/54."""
+    names = ["rain", "sun", "drizzle"]
+    counts = {(0, 0): 47, (0, 1): 6, (0, 2): 1, (1, 1): 50, (1, 0): 4, (2, 2): 1, (2, 0): 3, (2, 1): 5}
+    at_threshold = {("precision", 0): 0.95, ("recall", 0): 43 / 54, ("precision", 1): 0.9, ("recall", 1): 0.8,
+                    ("precision", 2): math.nan, ("recall", 2): 0.0}
+    _write_evaluation(tmp_path, at_threshold, counts)
+    metrics = reporting_evaluator.read_metrics(str(tmp_path), names)
+    # By hand, from the matrix: predicted as the class (column), of the class (row).
+    assert metrics.overall["precision[rain]"] == pytest.approx(47 / (47 + 4 + 3))
+    assert metrics.overall["recall[rain]"] == pytest.approx(47 / 54)
+    assert metrics.overall["precision[sun]"] == pytest.approx(50 / (6 + 50 + 5))
+    assert metrics.overall["recall[sun]"] == pytest.approx(50 / 54)
+    assert metrics.overall["precision[drizzle]"] == pytest.approx(1 / 2)  # a rain day predicted drizzle too
+    assert metrics.overall["recall[drizzle]"] == pytest.approx(1 / 9)
+    assert metrics.undefined == {}
+    assert metrics.confusion["counts"][0] == [47, 6, 1]  # rain's row, as the summary shows it
+
+
+def test_a_class_the_top_class_never_is_has_no_precision_and_says_why(tmp_path):
+    names = ["rain", "sun", "fog"]
+    _write_evaluation(tmp_path, {("precision", 2): 0.5, ("recall", 2): 0.5},
+                      {(0, 0): 5, (1, 1): 5, (2, 0): 2})
+    metrics = reporting_evaluator.read_metrics(str(tmp_path), names)
+    assert metrics.undefined == {"precision[fog]": reporting_evaluator.NEVER_PREDICTED}
+    assert metrics.overall["recall[fog]"] == 0.0

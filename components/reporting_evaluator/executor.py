@@ -306,6 +306,10 @@ def read_metrics(evaluation_uri: str, names: list[str] | None = None) -> Metrics
             name = (_class_metric_name(key.name, class_id, names) if class_id is not None
                     else key.name + _sub_key_suffix(key.sub_key))
             number = value.double_value.value
+            if not binary and class_id is not None and key.name in ARGMAX_RATES and slice_name in counts:
+                if key.is_diff:
+                    continue  # TFMA's change is at its threshold; the baseline's counts are not read here
+                number = argmax_rate(key.name, class_id, counts[slice_name])
             if key.is_diff:
                 if not slice_name:
                     metrics.diff[name] = number
@@ -324,6 +328,25 @@ def read_metrics(evaluation_uri: str, names: list[str] | None = None) -> Metrics
     if names is not None and "" in counts:
         metrics.confusion = confusion_matrix(counts[""], names)
     return metrics
+
+
+# A multiclass model's per-class precision and recall as the confusion matrix and accuracy
+# decide: the top class is the prediction. TFMA's one-against-the-rest Precision and Recall
+# count a class as predicted only above 0.5, which a top class of three or more often is not
+# (Seattle weather: one drizzle day predicted and right, shown as never predicted).
+ARGMAX_RATES = ("precision", "recall")
+
+
+def argmax_rate(metric: str, class_id: int, counts: Counts) -> float:
+    """Precision (of the rows predicted as the class, the share that are) or recall (of the
+    rows of the class, the share predicted as it), from one slice's confusion counts; NaN
+    where no row is predicted as the class (precision) or belongs to it (recall)."""
+    hits = counts.get((class_id, class_id), 0.0)
+    if metric == "precision":
+        total = sum(n for (_, guess), n in counts.items() if guess == class_id)
+    else:
+        total = sum(n for (actual, _), n in counts.items() if actual == class_id)
+    return hits / total if total else math.nan
 
 
 def read_confusion_counts(evaluation_uri: str) -> dict[str, Counts]:
