@@ -122,7 +122,7 @@ def _held_run(config: PipelineConfig, beam: BeamOptions | None, report: Report,
             from trainer_module.search_space import study_owner
 
             study.check_storage(config.tuning.storage, config.tuning.study,
-                                study_owner(config.model_name, config.spec.feature_contract()))
+                                study_owner(config.serving_dir.name, config.spec.feature_contract()))
         outcome = _run(config, url, beam, report, session, text_summary)
         if outcome.error is None:  # a SQLite store's copy to restore should it be damaged later
             try:

@@ -113,7 +113,8 @@ class RowSchema:
                     return [{key: _csv_value(value, self.types.get(key)) for key, value in row.items()}
                             for row in reader]
                 except csv.Error as err:  # a NUL byte; a cell past the reader's limit (128 KiB)
-                    raise ServingClientError(f"{path} line {reader.line_num}: {_csv_problem(err)}") from None
+                    # line_num counts the lines read before the one it failed on.
+                    raise ServingClientError(f"{path} line {reader.line_num + 1}: {_csv_problem(err)}") from None
         except UnicodeDecodeError as err:
             line = path.read_bytes()[:err.start].count(b"\n") + 1
             raise ServingClientError(f"{path} is not UTF-8 (byte {err.object[err.start]:#04x} on line {line}); "

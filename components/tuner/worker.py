@@ -17,7 +17,7 @@ from trainer_module.config import TrainingConfig
 
 
 def spec(request: tuning.StudyRequest, storage_url: str, password_env: str, train_files: list[str],
-         transform_output: str, custom_config: dict[str, Any], base: TrainingConfig, seed: int) -> dict[str, Any]:
+         transform_output: str, custom_config: dict[str, Any], base: TrainingConfig, seed: int | None) -> dict[str, Any]:
     """What a worker needs: storage_url an SQLAlchemy URL without the password, which the
     worker reads from the environment variable password_env, as the Tuner does."""
     return {"request": {**tuning.request_json(request), "storage": None, "seed": seed},

@@ -159,7 +159,9 @@ def test_a_rerun_without_tune_trials_reuses_the_result(tuned, tmp_path):
     shutil.copytree(tuned.home, home, symlinks=True)
     store = store_of(home)
     [result] = tuning_results(store)
-    rerun = cli("run", *RUN_ARGS, home=home)
+    # Not blessing is not the point here: the copy misses the cache, so the Trainer trains
+    # again (unseeded) and may trail the served model by more than the allowed drop.
+    rerun = cli("run", *RUN_ARGS, "--allow-unblessed", home=home)
     assert rerun.exit_code == 0, rerun.output
     assert "trial 1/" not in rerun.output and f"tuning: reused result {result.id}" in rerun.output
     store = store_of(home)
@@ -171,7 +173,7 @@ def test_a_rerun_without_tune_trials_reuses_the_result(tuned, tmp_path):
                                                                   abs=MLMD_SQLITE_DOUBLE)
 
     # Another search space (fewer knobs) answers another question: nothing reused, defaults.
-    narrowed = cli("run", *RUN_ARGS, "--tune-knobs", "learning_rate,dropout", home=home)
+    narrowed = cli("run", *RUN_ARGS, "--tune-knobs", "learning_rate,dropout", "--allow-unblessed", home=home)
     assert narrowed.exit_code == 0, narrowed.output
     store = store_of(home)
     model = latest_model(store)
@@ -271,7 +273,7 @@ def test_a_failed_trial_is_recorded_with_its_cause_and_the_study_goes_on(tmp_pat
     # Gradient accumulation trains on whole batches only: the untuned first trial's batch of 256
     # is more than the penguins fit slice holds, so it fails; the sampled batches mostly fit.
     run = cli("run", "--epochs", "4", "--min-accuracy", "0.5", "--accumulation-steps", "16",
-                   "--batch-size", "256", "--tune-trials", "4", "--tune-knobs", "batch_size,learning_rate",
+                   "--batch-size", "256", "--tune-trials", "3", "--tune-knobs", "batch_size,learning_rate",
                    home=home)
     assert run.exit_code == 0, run.output
     [result] = tuning_results(store_of(home))
@@ -281,6 +283,6 @@ def test_a_failed_trial_is_recorded_with_its_cause_and_the_study_goes_on(tmp_pat
     assert result.custom_properties[tuner_keys.FAILED_COUNT].int_value == sum(t["state"] == "failed" for t in trials)
     best = trials[result.custom_properties[tuner_keys.BEST_TRIAL].int_value]
     assert best["state"] == "complete" and best["values"]["batch_size"] < 256
-    assert "trial 1/4  failed" in run.output
+    assert "trial 1/3  failed" in run.output
     shown = turbotfx("tune", "show", home=home)
     assert "fewer rows than one global batch" in shown.output
