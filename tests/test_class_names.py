@@ -9,6 +9,7 @@ import math
 
 import pytest
 
+from components.reporting_evaluator import confusion
 from components.reporting_evaluator import executor as reporting_evaluator
 from components.reporting_evaluator.keys import class_key, class_text
 from components.reporting_trainer.keys import BASE64_JSON_PREFIX, from_json_property, json_property
@@ -80,20 +81,20 @@ COUNTS = {(0, 0): 3.0, (0, 1): 1.0, (1, 1): 6.0}
     ("auc", 1, 0.9, True, None),
 ])
 def test_why_a_metric_has_no_value(metric, class_id, value, binary, reason):
-    assert reporting_evaluator.undefined_reason(metric, class_id, value, COUNTS, binary) == reason
+    assert confusion.undefined_reason(metric, class_id, value, COUNTS, binary) == reason
 
 
 def test_auc_on_a_slice_of_positive_rows_only():
     only_positive = {(1, 1): 5.0, (1, 0): 2.0}
-    assert reporting_evaluator.undefined_reason("auc", 1, 1.0, only_positive, True, "slice") == "no negative rows"
-    assert reporting_evaluator.undefined_reason("recall", 0, math.nan, only_positive, False, "slice") == (
+    assert confusion.undefined_reason("auc", 1, 1.0, only_positive, True, "slice") == "no negative rows"
+    assert confusion.undefined_reason("recall", 0, math.nan, only_positive, False, "slice") == (
         "absent from the slice")
 
 
 def test_the_confusion_matrix_names_classes_most_frequent_first():
     names = ["c", "a", "b c"]  # class ids by training frequency
     counts = {(0, 0): 20.0, (0, 1): 2.0, (1, 1): 9.0, (1, 0): 1.0, (2, 2): 11.0, (2, 0): 1.0}
-    assert reporting_evaluator.confusion_matrix(counts, names) == {
+    assert confusion.confusion_matrix(counts, names) == {
         "classes": ["c", "b c", "a"],  # 22, 12 and 10 true rows
         "counts": [[20, 0, 2], [1, 11, 0], [1, 0, 9]],
         "left_out": 0,
@@ -106,7 +107,7 @@ def test_a_confusion_matrix_of_many_classes_folds_the_rarest_into_other():
     counts = {(k, k): float(k + 1) for k in range(12)}
     counts[(0, 0)] = 0.0
     counts[(0, 11)] = 1.0
-    matrix = reporting_evaluator.confusion_matrix(counts, names, limit=10)
+    matrix = confusion.confusion_matrix(counts, names, limit=10)
     assert matrix["classes"] == [f"class {k}" for k in range(11, 1, -1)]
     assert matrix["left_out"] == 2  # class 1 (2 rows) and class 0 (1 row)
     other = [0] * 10 + [2]  # class 1 right (other -> other)...
@@ -140,7 +141,7 @@ def _write_evaluation(folder, threshold_values: dict[tuple[str, int], float], co
         entry.value.double_value.value = number
     plots = tfma_pb.PlotsForSlice()
     plot = plots.plot_keys_and_values.add()
-    plot.key.name, plot.key.model_name = reporting_evaluator.CONFUSION_PLOT_NAME, "candidate"
+    plot.key.name, plot.key.model_name = confusion.CONFUSION_PLOT_NAME, "candidate"
     matrix = plot.value.multi_class_confusion_matrix_at_thresholds.matrices.add()
     for (actual, predicted), rows in counts.items():
         matrix.entries.add(actual_class_id=actual, predicted_class_id=predicted, num_weighted_examples=rows)
@@ -175,5 +176,5 @@ def test_a_class_the_top_class_never_is_has_no_precision_and_says_why(tmp_path):
     _write_evaluation(tmp_path, {("precision", 2): 0.5, ("recall", 2): 0.5},
                       {(0, 0): 5, (1, 1): 5, (2, 0): 2})
     metrics = reporting_evaluator.read_metrics(str(tmp_path), names)
-    assert metrics.undefined == {"precision[fog]": reporting_evaluator.NEVER_PREDICTED}
+    assert metrics.undefined == {"precision[fog]": confusion.NEVER_PREDICTED}
     assert metrics.overall["recall[fog]"] == 0.0
