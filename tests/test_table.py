@@ -237,11 +237,44 @@ def test_label_with_a_single_class(tmp_path, fmt):
 
 def test_regression_label_with_text(tmp_path):
     values = [str(v) for v in np.linspace(1.0, 9.0, ROWS)]
-    values[7] = "n/a"
+    values[7:11] = ["n/a", "none", "?", "unknown"]  # more texts than a few mistakes
     root = _csv_root(tmp_path, _frame().assign(price=values))
     checks.check_data(root, "csv", "price", None, [])  # any task: text classes are fine
     message = _error(root, label="price", task="regression")
-    assert "label column 'price' holds text (e.g. 'n/a')" in message
+    assert "label column 'price' holds text (e.g. '?')" in message
+
+
+@pytest.mark.parametrize("task", [None, "regression"])
+def test_a_number_label_with_a_few_texts_names_them_by_line(tmp_path, task):
+    frame = _frame().assign(price=[str(v) for v in np.linspace(1.0, 9.0, ROWS)])
+    frame.loc[[7, 20, 30], "price"] = ["n/a", "n/a", "unknown"]
+    frame.loc[2, "color"] = "red\nand blue"  # a row over two lines: the later ones move down one
+    root = _csv_root(tmp_path, frame)
+    message = _error(root, label="price", task=task)
+    # Row i (from 0) starts on line i + 2 (the header is line 1), one more after row 2.
+    assert message.startswith("label column 'price' holds numbers, and text in 3 rows: 'n/a' in a.csv lines 10, "
+                              "23; 'unknown' in a.csv line 33; a label is a number in every row: correct those "
+                              "cells, or drop those rows"), message
+
+
+def test_a_few_texts_past_the_shown_lines_are_counted(tmp_path):
+    frame = _frame().assign(price=[str(v) for v in np.linspace(1.0, 9.0, ROWS)])
+    frame.loc[list(range(0, 14, 2)), "price"] = "-"
+    first, second = _csv_root(tmp_path, frame, "a.csv"), _csv_root(tmp_path, frame, "b.csv")
+    assert first == second
+    message = _error(first, label="price", task="regression")
+    assert "text in 14 rows: '-' in a.csv lines 2, 4, 6, 8, 10 and 9 more;" in message
+
+
+def test_text_classes_among_whole_numbers_are_classes(tmp_path):
+    # Few whole numbers and a text: classes ("other" is one), whatever init then chooses.
+    labels = (["1", "2", "3", "other"] * ROWS)[:ROWS]
+    root = _csv_root(tmp_path, _frame().assign(grade=labels))
+    assert checks.check_data(root, "csv", "grade", None, []).classes == ("1", "2", "3", "other")
+    # A classification asked for keeps decimals and a text as classes too.
+    decimals = _csv_root(tmp_path, _frame().assign(score=[str(v) for v in np.linspace(1.0, 3.0, ROWS // 2)] * 2
+                                                   ).assign(score=lambda f: f.score.where(f.index != 3, "n/a")))
+    assert "n/a" in checks.check_data(decimals, "csv", "score", "multiclass", []).classes
 
 
 @pytest.mark.parametrize("fmt", ["csv", "parquet"])

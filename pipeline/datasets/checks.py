@@ -29,6 +29,11 @@ MIN_ROWS = 20
 # learn from a table (an ID, a free-text column, a number read as text).
 MAX_CLASSES = 100
 _PANDAS_DROPNA = "drop those rows (e.g. with pandas: df.dropna(subset=[{label!r}]))"
+# A label of numbers with at most this many distinct texts: the texts are mistakes or
+# placeholders ("n/a"), not classes, and each is named with its lines.
+LABEL_TEXTS_MAX = 3
+# Lines named for each such text; the rest are counted.
+LABEL_TEXT_LINES_SHOWN = 5
 
 
 def check_table(root: Path, fmt: str) -> list[str]:
@@ -140,6 +145,7 @@ def check_data(root: Path, fmt: str, label: str, task: str | None, feature_colum
     if column.missing:
         raise ConfigError(f"{column.missing} of {column.rows} rows in {root} have an empty label {label!r}; "
                           + _PANDAS_DROPNA.format(label=label) + " or fill them in")
+    _check_numbers_with_text(root, fmt, column, task)
     if len(column.classes) < 2:
         needs = ("a regression needs a label that varies" if task == REGRESSION
                  else "a model needs at least two classes")
@@ -147,6 +153,38 @@ def check_data(root: Path, fmt: str, label: str, task: str | None, feature_colum
                           f"{column.rows} rows; {needs}: choose another label or add rows with other values")
     check_label_task(column, task)
     return column
+
+
+def _check_numbers_with_text(root: Path, fmt: str, column: LabelColumn, task: str | None) -> None:
+    """Fails, naming each text with its rows' lines, when a CSV label column holds numbers
+    and a few texts (a regression's label, or init's with numbers that are a quantity:
+    decimals, or more than MAX_CLASSES values). A classification task keeps text classes."""
+    if column.type != BYTES or fmt != "csv" or task not in (None, REGRESSION):
+        return
+    cells = [str(value) for value in column.classes]
+    texts = [cell for cell in cells if dialect.cell_type(cell) == BYTES]
+    numbers = [cell for cell in cells if dialect.cell_type(cell) != BYTES]
+    quantity = any(dialect.cell_type(cell) == FLOAT for cell in numbers) or len(numbers) > MAX_CLASSES
+    if not numbers or len(texts) > LABEL_TEXTS_MAX or not (task == REGRESSION or quantity):
+        return
+    found = table.cell_lines(root, column.name, set(texts))
+    rows = sum(len(lines) for lines in found.values())
+    named = "; ".join(f"{shown(text)} in {_lines(found[text])}" for text in texts)
+    raise ConfigError(f"label column {column.name!r} holds numbers, and text in {rows} row{'s' if rows != 1 else ''}: "
+                      f"{named}; a label is a number in every row: correct those cells, or drop those rows "
+                      f"(e.g. with pandas: df[pd.to_numeric(df[{column.name!r}], errors=\"coerce\").notna()])")
+
+
+def _lines(places: list[tuple[Path, int]]) -> str:
+    """'part-0.csv lines 3, 9 and 2 more' for the first LABEL_TEXT_LINES_SHOWN places."""
+    shown_places = places[:LABEL_TEXT_LINES_SHOWN]
+    by_file: dict[Path, list[int]] = {}
+    for path, line in shown_places:
+        by_file.setdefault(path, []).append(line)
+    text = ", ".join(f"{path.name} line{'s' if len(lines) > 1 else ''} {', '.join(map(str, lines))}"
+                     for path, lines in by_file.items())
+    more = len(places) - len(shown_places)
+    return text + (f" and {more} more" if more else "")
 
 
 def check_label_task(column: LabelColumn, task: str | None) -> None:

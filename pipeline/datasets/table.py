@@ -219,6 +219,24 @@ def read_label(root: Path, fmt: str, label: str) -> LabelColumn:
     return LabelColumn(label, kind if present else None, rows, missing, tuple(sorted(present)))
 
 
+def cell_lines(root: Path, column: str, values: set[str]) -> dict[str, list[tuple[Path, int]]]:
+    """Where a CSV column holds each of values: (file, line where the row starts) in file
+    order. Reads every row in Python: for naming a few bad cells, not for a check every run."""
+    import csv
+
+    found: dict[str, list[tuple[Path, int]]] = {value: [] for value in values}
+    for path in data_files(root, "csv"):
+        with open(path, newline="", encoding=dialect.ENCODING) as handle:
+            reader = csv.reader(handle, delimiter=dialect.DELIMITER)
+            index = next(reader).index(column)
+            start = reader.line_num + 1
+            for row in reader:
+                if index < len(row) and row[index] in found:
+                    found[row[index]].append((path, start))
+                start = reader.line_num + 1
+    return found
+
+
 def _absent(value: Any) -> bool:
     """An empty string or NaN: ExampleGen writes no value (or a NaN) for either."""
     return value == "" or (isinstance(value, float) and math.isnan(value))
