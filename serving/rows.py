@@ -17,10 +17,11 @@ import re
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+import numpy as np
 from tensorflow_metadata.proto.v0 import schema_pb2
 
 from serving.errors import RowError, ServingClientError
-from trainer_module.features import DATE_PATTERN, NUMBER_PATTERN, identifier
+from trainer_module.features import DATE_PATTERN, NUMBER_FORMATS, identifier, number_pattern
 
 # tf.Example and the model hold FLOAT features as float32: a larger value becomes inf.
 FLOAT32_MAX = 3.4028234663852886e38
@@ -43,6 +44,7 @@ class _Column:
     date: bool = False  # a `date` feature: ISO text the model parses
     # A numeric feature held as text: numbers, or these texts (read as missing); None: not one.
     missing_values: frozenset[str] | None = None
+    number_format: str | None = None  # such a feature's digit grouping (features.NUMBER_FORMATS)
 
 
 def _columns(schema: schema_pb2.Schema, label_key: str) -> dict[str, _Column]:
@@ -78,13 +80,19 @@ class RowSchema:
 
     def __init__(self, schema: schema_pb2.Schema, label_key: str, features: Sequence[str] | None = None,
                  source: str = "the curated schema", dates: Sequence[str] = (),
-                 missing_values: Mapping[str, Sequence[str]] | None = None) -> None:
+                 missing_values: Mapping[str, Sequence[str]] | None = None,
+                 number_formats: Mapping[str, str] | None = None) -> None:
         self.label_key = label_key
         self.source = source
-        texts = missing_values or {}
+        texts, formats = missing_values or {}, number_formats or {}
+
+        def held_as_text(name: str, column: _Column) -> bool:
+            return (name in texts or name in formats) and column.type == schema_pb2.BYTES
+
         self.columns = {name: dataclasses.replace(
             column, date=name in dates,
-            missing_values=frozenset(texts[name]) if name in texts and column.type == schema_pb2.BYTES else None)
+            missing_values=frozenset(texts.get(name, ())) if held_as_text(name, column) else None,
+            number_format=formats.get(name) if held_as_text(name, column) else None)
             for name, column in _columns(schema, label_key).items()}
         self.types = {name: column.type for name, column in self.columns.items()}
         self.required = {name for name, column in self.columns.items() if column.required}
@@ -94,13 +102,16 @@ class RowSchema:
 
     @classmethod
     def from_file(cls, path: str | Path, label_key: str, features: Sequence[str] | None = None,
-                  dates: Sequence[str] = (), missing_values: Mapping[str, Sequence[str]] | None = None) -> RowSchema:
+                  dates: Sequence[str] = (), missing_values: Mapping[str, Sequence[str]] | None = None,
+                  number_formats: Mapping[str, str] | None = None) -> RowSchema:
         """The rows a schema text proto (a curated .schema.pbtxt) allows; messages name the file.
-        dates: the `date` features; missing_values: each numeric feature's texts read as missing."""
+        dates: the `date` features; missing_values: each numeric feature's texts read as missing;
+        number_formats: the digit grouping of each numeric feature written with one."""
         from google.protobuf import text_format
 
         schema = text_format.Parse(Path(path).read_text(), schema_pb2.Schema())
-        return cls(schema, label_key, features, source=str(path), dates=dates, missing_values=missing_values)
+        return cls(schema, label_key, features, source=str(path), dates=dates, missing_values=missing_values,
+                   number_formats=number_formats)
 
     def rows_from_csv(self, path: Path) -> list[dict[str, Any]]:
         """The rows of a CSV file with a header of feature names; an empty or NA cell is missing.
@@ -174,7 +185,7 @@ class RowSchema:
                 continue
             kind = self.types[name]
             if kind == schema_pb2.BYTES:
-                features[name].bytes_list.value.append(_text(value).encode())
+                features[name].bytes_list.value.append(_text(value, self.columns[name].number_format).encode())
             elif kind == schema_pb2.INT:
                 features[name].int64_list.value.append(int(value))
             else:
@@ -190,7 +201,7 @@ class RowSchema:
         for name in self.features:
             value: Any = row.get(name)
             if self.types[name] == schema_pb2.BYTES:
-                instance[identifier(name)] = "" if _missing(value) else _text(value)
+                instance[identifier(name)] = "" if _missing(value) else _text(value, self.columns[name].number_format)
             else:
                 instance[identifier(name)] = math.nan if _missing(value) else float(value)
         return instance
@@ -265,22 +276,33 @@ def _value_problem(column: _Column, value: Any, source: str) -> str | None:
 
 
 def _number_as_text_problem(column: _Column, value: Any) -> str | None:
-    """A numeric feature held as text takes a finite number (or its text) or one of its
-    missing_values."""
+    """A numeric feature held as text takes a finite number (or its text, in the column's
+    number_format) or one of its missing_values."""
     assert column.missing_values is not None
-    if isinstance(value, str) and (value.strip() in column.missing_values or re.fullmatch(NUMBER_PATTERN, value)):
+    pattern = number_pattern(column.number_format)
+    if isinstance(value, str) and (value.strip() in column.missing_values or re.fullmatch(pattern, value)):
         return None
     if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
         return None
+    written = f" (as text, written {column.number_format})" if column.number_format else ""
+    if not column.missing_values:
+        return (f"is {_show(value)}, not a finite number{written}; give a number, or null (None) where it is "
+                "missing")
     named = _listed(sorted(repr(v) for v in column.missing_values))
-    return (f"is {_show(value)}, neither a finite number nor one of the values read as missing ({named}); "
-            "give a number, one of those, or null (None) where it is missing")
+    return (f"is {_show(value)}, neither a finite number{written} nor one of the values read as missing "
+            f"({named}); give a number, one of those, or null (None) where it is missing")
 
 
-def _text(value: Any) -> str:
+def _text(value: Any, number_format: str | None = None) -> str:
     """A value of a text feature as the data holds it: a number (a numeric feature held as
-    text) as Python writes it."""
-    return value if isinstance(value, str) else repr(value)
+    text) as Python writes it, with the decimal mark of the column's number_format."""
+    if isinstance(value, str):
+        return value
+    if number_format is None:
+        return repr(value)
+    _, decimal = NUMBER_FORMATS[number_format]
+    # Positional (no exponent, which a grouped format has no place for), shortest digits.
+    return np.format_float_positional(value, trim="-").replace(".", decimal)
 
 
 def _is_date(text: str) -> bool:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from pipeline import datasets
-from pipeline.datasets import prepare
+from pipeline.datasets import curated, prepare
 from pipeline.errors import ConfigError
 from tests.conftest import cli
 from trainer_module.config import TrainingConfig
@@ -140,7 +140,7 @@ def test_a_schema_path_that_is_not_a_regular_file_or_too_big_is_refused_before_r
         datasets.load(str(path))
     big = tmp_path / "big.pbtxt"
     with open(big, "wb") as out:
-        out.truncate(datasets.MAX_SCHEMA_BYTES + 1)  # sparse: no disk used
+        out.truncate(curated.MAX_SCHEMA_BYTES + 1)  # sparse: no disk used
     path = write(tmp_path, GOOD.replace('schema = "churn.schema.pbtxt"', f'schema = "{big}"'))
     with pytest.raises(ConfigError, match="is 67,108,865 bytes, not a schema"):
         datasets.load(str(path))

@@ -103,7 +103,7 @@ def test_the_dataset_file_carries_the_values_to_transform(tmp_path):
 
 @pytest.mark.parametrize("rain, message", [
     ('"numeric"', "numeric, but the schema types it BYTES; make it categorical or ignore (text cannot be "
-                  "scaled), or name the text values that stand for no number"),
+                  "scaled), name the text values that stand for no number"),
     ('{role = "categorical", missing_values = ["T"]}', "missing_values: applies to numeric features only"),
     ('{role = "numeric", missing_values = "T"}', "missing_values: 'T' is not a list"),
     ('{role = "numeric", missing_values = [""]}', "missing_values: [''] is not a list of texts"),

@@ -48,6 +48,27 @@ TEXT_WORD_PATTERN = r"[^\pL\pN]+"  # what separates words (RE2: letters and digi
 # few text values, e.g. "T" for a trace of rain, arrives as text). Transform parses it in the
 # graph; `init` and `predict`'s row checks match it with Python's re and Arrow (RE2 alike).
 NUMBER_PATTERN = r"\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*"
+# Numbers with digit grouping, as spreadsheets and locales write them ("12,000", "1.234,56"):
+# a numeric column's number_format names its convention, as {name: (grouping, decimal mark)}.
+# Transform drops the grouping and reads the decimal mark as a point before parsing.
+NUMBER_FORMATS = {"1,234.56": (",", "."), "1.234,56": (".", ",")}
+
+
+def number_pattern(number_format: str | None = None) -> str:
+    """What a number is in that format (NUMBER_PATTERN for None): groups of three digits
+    after the first one to three, or none at all, then the decimals (RE2 and Python alike)."""
+    if number_format is None:
+        return NUMBER_PATTERN
+    grouping, decimal = (re.escape(mark) for mark in NUMBER_FORMATS[number_format])
+    return rf"\s*[-+]?(\d{{1,3}}({grouping}\d{{3}})+|\d+)({decimal}\d+)?\s*"
+
+
+def plain_number(text: str, number_format: str | None) -> str:
+    """A number in that format written as NUMBER_PATTERN writes it ("1.234,5" -> "1234.5")."""
+    if number_format is None:
+        return text
+    grouping, decimal = NUMBER_FORMATS[number_format]
+    return text.replace(grouping, "").replace(decimal, ".")
 # What a date column becomes in Transform: days since the training dates' mean and the year
 # (both z-scored), and the position in each cycle as sine and cosine (0 and 0 when missing).
 DATE_SCALED_PARTS = ("days", "year")
@@ -86,6 +107,8 @@ class FeatureSpec:
     missing_values: tuple[tuple[str, tuple[str, ...]], ...] = ()
     # Columns of free text, a bag of words each (TEXT_*).
     text_keys: tuple[str, ...] = ()
+    # Numeric columns of numbers with digit grouping: (key, a NUMBER_FORMATS name) pairs.
+    number_formats: tuple[tuple[str, str], ...] = ()
 
     @property
     def categorical_keys(self) -> tuple[str, ...]:
@@ -133,6 +156,7 @@ class FeatureSpec:
             **({"missing_values": {key: list(values) for key, values in self.missing_values}}
                if self.missing_values else {}),
             **({"text": list(self.text_keys)} if self.text_keys else {}),
+            **({"number_formats": dict(self.number_formats)} if self.number_formats else {}),
         }
 
     @classmethod
@@ -147,6 +171,7 @@ class FeatureSpec:
             date_keys=tuple(config.get("date", ())),
             missing_values=tuple((key, tuple(values)) for key, values in config.get("missing_values", {}).items()),
             text_keys=tuple(config.get("text", ())),
+            number_formats=tuple(config.get("number_formats", {}).items()),
         )
 
 

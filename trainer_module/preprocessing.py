@@ -4,6 +4,7 @@ float label for regression."""
 
 from __future__ import annotations
 
+import re
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -22,7 +23,7 @@ def preprocessing_fn(inputs: dict, custom_config: Mapping[str, Any] | None = Non
     """
     spec = features.from_custom_config(custom_config)
     outputs = {}
-    outputs.update(_impute_and_z_score_columns(spec.numeric_keys, inputs))
+    outputs.update(_impute_and_z_score_columns(spec, inputs))
     for key, values in spec.missing_values:
         outputs[features.indicator_name(key)] = _marked(inputs[key], values)
     outputs.update(_packed_vocabulary_ids(spec, inputs))
@@ -86,13 +87,18 @@ def _packed_vocabulary_ids(spec: features.FeatureSpec, inputs: dict) -> dict[str
     return dict(zip((features.transformed_name(c.key) for c in packed), tf.unstack(ids, len(packed), axis=1)))
 
 
-def _number(value: tf.Tensor | tf.SparseTensor) -> tf.Tensor | tf.SparseTensor:
-    """A numeric column as float32; one held as text (a number column with a few text values)
-    parsed, each text that is no number (features.NUMBER_PATTERN) missing."""
+def _number(value: tf.Tensor | tf.SparseTensor, number_format: str | None = None) -> tf.Tensor | tf.SparseTensor:
+    """A numeric column as float32; one held as text (a number column with a few text values,
+    or numbers with digit grouping) parsed, each text that is no number in its format
+    (features.number_pattern) missing."""
     if value.dtype != tf.string:
         return tf.cast(value, tf.float32)
     text = tf.strings.strip(_to_dense(value, default=""))
-    readable = tf.strings.regex_full_match(text, features.NUMBER_PATTERN)
+    readable = tf.strings.regex_full_match(text, features.number_pattern(number_format))
+    if number_format is not None:  # as features.plain_number does
+        grouping, decimal = features.NUMBER_FORMATS[number_format]
+        text = tf.strings.regex_replace(tf.strings.regex_replace(text, re.escape(grouping), ""),
+                                        re.escape(decimal), ".")
     return _present_only(tf.strings.to_number(tf.where(readable, text, "0"), tf.float32), readable)
 
 
@@ -150,15 +156,18 @@ def _missing(value: tf.Tensor | tf.SparseTensor):
     return "" if value.dtype == tf.string else -1
 
 
-def _impute_and_z_score_columns(keys: tuple[str, ...], inputs: dict) -> dict[str, tf.Tensor]:
+def _impute_and_z_score_columns(spec: features.FeatureSpec, inputs: dict) -> dict[str, tf.Tensor]:
     """_impute_and_z_score for every numeric column at once: their present values side by
     side in one [batch, columns] SparseTensor, so Transform analyzes one mean and one
     variance vector instead of a pair per column (each analyzer's graph and Beam nodes cost
     the same however small: on a wide table they were most of Transform)."""
+    keys = spec.numeric_keys
     if not keys:
         return {}
     # Numbers held as text are parsed one by one; the rest go side by side as they are.
-    numbers = [_number(inputs[key]) if inputs[key].dtype == tf.string else inputs[key] for key in keys]
+    formats = dict(spec.number_formats)
+    numbers = [_number(inputs[key], formats.get(key)) if inputs[key].dtype == tf.string else inputs[key]
+               for key in keys]
     stacked = _columns_matrix(numbers, lambda _: 0, lambda matrix: tf.cast(matrix, tf.float32))
     mask = _dense_matrix([_presence(number) for number in numbers], False)
     where = tf.where(mask)

@@ -176,7 +176,8 @@ def row_schema(spec: Dataset) -> RowSchema:
 
     return RowSchema.from_file(spec.schema, spec.label, [f.name for f in spec.model_features],
                                dates=[f.name for f in spec.features if f.role == "date"],
-                               missing_values={f.name: f.missing_values for f in spec.features if f.missing_values})
+                               missing_values={f.name: f.missing_values for f in spec.features if f.missing_values},
+                               number_formats={f.name: f.number_format for f in spec.features if f.number_format})
 
 
 def _predict(args: argparse.Namespace, config) -> tuple[list, str]:

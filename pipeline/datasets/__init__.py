@@ -10,12 +10,15 @@ The package is the data wing; beside the dataset file (this module):
   checks     the checks on those files before TFX sees them (columns, rows, the label)
   infer      `turbotfx init`'s decisions (roles, task, positive class, slices, blessing),
              and `turbotfx schema infer`
+  profile    what those decisions look at in each column (types, values, words, dates,
+             numbers and how they are written)
   leaks      the columns init sets aside because alone they give the label away
   draft      what `turbotfx init` writes: the dataset file's TOML, the schema draft
   prepare    a run's input: a built-in's rows written, the files checked, the curated
              schema copied by content
   synthetic  the synthetic dataset's generator (synthetic.toml describes its rows)
   names      the TF names columns become: two that clash, one the serving signature takes
+  curated    the curated schema a dataset file names, checked when the file loads
 """
 
 from __future__ import annotations
@@ -32,12 +35,21 @@ from typing import Any, cast
 import tomli
 
 from components.reporting_evaluator import keys as evaluator_keys
+from pipeline.datasets import curated
 from pipeline.datasets.names import RESERVED_FIX, identifier_clash, reserved_name
 from pipeline.errors import ConfigError
 from serving.contract import EXAMPLES_INPUT
 from trainer_module import config as training_config
 from trainer_module.config import TrainingConfig
-from trainer_module.features import BINARY, MULTICLASS, REGRESSION, TASKS, Categorical, FeatureSpec
+from trainer_module.features import (
+    BINARY,
+    MULTICLASS,
+    NUMBER_FORMATS,
+    REGRESSION,
+    TASKS,
+    Categorical,
+    FeatureSpec,
+)
 from trainer_module.search_space import TuningConfig
 
 BUILTIN_DIR = Path(__file__).resolve().parent
@@ -66,10 +78,7 @@ TUNING_KEYS: dict[str, type | tuple[type, ...]] = {
 # [model]: the model family and its knobs, each a TrainingConfig knob ([training] may name it too).
 MODEL_KEYS = {"family": "model_family", "num_trees": "gbt_num_trees", "max_depth": "gbt_max_depth",
               "shrinkage": "gbt_shrinkage"}
-# A curated schema of thousands of columns is a few MB; more is not a schema (and reading
-# an endless file would take the machine's memory).
-MAX_SCHEMA_BYTES = 64 * 1024 * 1024
-_FEATURE_KEYS = {"role", "max_tokens", "frequency_threshold", "embedding_dim", "missing_values"}
+_FEATURE_KEYS = {"role", "max_tokens", "frequency_threshold", "embedding_dim", "missing_values", "number_format"}
 _KIND_NAMES = {int: "a whole number", float: "a number", str: "a quoted string", list: "a list [...]",
                dict: "a table", bool: "true or false"}
 
@@ -84,6 +93,9 @@ class Feature:
     # numeric: text values that mean "no number here" (e.g. "T", a trace of rain), read as
     # missing with an indicator; the column is then held as text.
     missing_values: tuple[str, ...] = ()
+    # numeric: numbers with digit grouping (a features.NUMBER_FORMATS name, e.g. "1,234.56");
+    # the column is then held as text, as with missing_values.
+    number_format: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,6 +151,8 @@ class Dataset:
             text_keys=tuple(f.name for f in self.features if f.role == "text"),
             missing_values=tuple((f.name, f.missing_values) for f in self.features
                                  if f.role == "numeric" and f.missing_values),
+            number_formats=tuple((f.name, f.number_format) for f in self.features
+                                 if f.role == "numeric" and f.number_format is not None),
         )
 
     def text(self) -> str:
@@ -251,38 +265,10 @@ class _Reader:
         return path
 
     def check_schema(self, path: Path, label: str, feature_list: list[Feature]) -> None:
-        """The curated schema parses, holds the label and every feature, and types each numeric
-        feature as a number: ImportSchemaGen and Transform would otherwise fail deep in TFX."""
-        from google.protobuf import text_format
-        from tensorflow_metadata.proto.v0 import schema_pb2
-
-        if path.stat().st_size > MAX_SCHEMA_BYTES:
-            raise self.fail("schema", f"{path} is {path.stat().st_size:,} bytes, not a schema (at most "
-                            f"{MAX_SCHEMA_BYTES:,})", "give the schema file `turbotfx init` wrote")
         try:
-            schema = text_format.Parse(path.read_text(), schema_pb2.Schema())
-        except (text_format.ParseError, UnicodeDecodeError) as err:
-            raise self.fail("schema", f"{path} is not a schema text proto ({str(err).splitlines()[0]})",
-                            "fix it, or write a draft with `turbotfx init`") from None
-        types = {feature.name: feature.type for feature in schema.feature}
-        for column in (label, *(f.name for f in feature_list)):
-            if column not in types:
-                raise self.fail("schema", f"{path} has no feature {column!r}",
-                                "add it to the schema (every column of the data is in it)")
-        for feature in feature_list:
-            if feature.role == "numeric" and not feature.missing_values and \
-                    types[feature.name] not in (schema_pb2.INT, schema_pb2.FLOAT):
-                raise self.fail(f"features.{feature.name}",
-                                f"numeric, but the schema types it {schema_pb2.FeatureType.Name(types[feature.name])}",
-                                "make it categorical or ignore (text cannot be scaled), or name the text values "
-                                "that stand for no number: {role = \"numeric\", missing_values = [\"T\"]}")
-            if feature.role in ("date", "text") and types[feature.name] != schema_pb2.BYTES:
-                what = ("dates are text such as 2024-03-15 (or Parquet timestamps)" if feature.role == "date"
-                        else "a text feature's words need text")
-                raise self.fail(f"features.{feature.name}",
-                                f"{feature.role}, but the schema types it "
-                                f"{schema_pb2.FeatureType.Name(types[feature.name])}",
-                                f"{what}: make it numeric, categorical or ignore")
+            curated.check_schema(path, label, feature_list)
+        except curated.SchemaProblem as problem:
+            raise self.fail(problem.key, problem.problem, problem.fix) from None
 
     def dataset(self) -> Dataset:
         raw = self.raw
@@ -361,12 +347,17 @@ class _Reader:
         if not all(isinstance(v, str) and v.strip() for v in missing_values):
             raise self.fail(f"{where}.missing_values", f"{missing_values!r} is not a list of texts",
                             "list the text values that stand for no number, e.g. [\"T\", \"n/a\"]")
+        number_format = self.get(value, "number_format", str, f"{where}.", default=None,
+                                 choices=tuple(NUMBER_FORMATS))
+        if number_format is not None and role != "numeric":
+            raise self.fail(f"{where}.number_format", "applies to numeric features only", "remove it")
         for key, setting in settings.items():
             if setting is not None and role != "categorical":
                 raise self.fail(f"{where}.{key}", "applies to categorical features only", "remove it")
             if setting is not None and setting < 1:
                 raise self.fail(f"{where}.{key}", f"{setting} is not positive", "use a whole number of 1 or more")
-        return Feature(column, role, **settings, missing_values=tuple(v.strip() for v in missing_values))
+        return Feature(column, role, **settings, missing_values=tuple(v.strip() for v in missing_values),
+                       number_format=number_format)
 
     def distinct_identifiers(self, columns: list[str]) -> None:
         reserved = reserved_name(columns)

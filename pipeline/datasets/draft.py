@@ -15,14 +15,14 @@ from typing import Any
 from components.csv_example_gen.dialect import BYTES
 from pipeline.atomic import atomic_path
 from pipeline.datasets.infer import (
-    CLOSED_DOMAIN_MAX_VALUES,
     REGRESSION_MAX_DROP_FRACTION,
     Draft,
     check_outputs,
     positive_class,
 )
+from pipeline.datasets.profile import CLOSED_DOMAIN_MAX_VALUES
 from pipeline.errors import ConfigError
-from trainer_module.features import REGRESSION
+from trainer_module.features import NUMBER_FORMATS, REGRESSION
 
 
 def write(draft: Draft, force: bool = False) -> tuple[Path, Path]:
@@ -73,7 +73,8 @@ def dataset_toml(draft: Draft) -> str:
         f"# slices: {_comment(draft.slice_reason)}",
         f"slices = [{', '.join(_string(s) for s in draft.slices)}]",
         "",
-        "# numeric: imputed and z-scored (missing_values: texts read as missing, with an indicator);",
+        "# numeric: imputed and z-scored (missing_values: texts read as missing, with an indicator;",
+        f"#   number_format: digit grouping dropped, one of {', '.join(_string(f) for f in NUMBER_FORMATS)});",
         "# categorical: a vocabulary (one-hot or embedded);",
         "# date: ISO text, parsed into days, year and month/weekday/day-of-year/hour cycles;",
         "# text: words, a vocabulary of the most frequent, averaged learned embeddings;",
@@ -83,8 +84,9 @@ def dataset_toml(draft: Draft) -> str:
     keys = [_key(d.column.name) for d in draft.decisions]
     width = max(len(k) for k in keys)
     for key, decision in zip(keys, draft.decisions):
-        role = _string(decision.role) if not decision.missing_values else \
-            f"{{role = {_string(decision.role)}, missing_values = {_value(decision.missing_values)}}}"
+        settings = {"missing_values": decision.missing_values, "number_format": decision.number_format}
+        written = [f"{name} = {_value(value)}" for name, value in settings.items() if value]
+        role = f"{{role = {_string(decision.role)}, {', '.join(written)}}}" if written else _string(decision.role)
         lines.append(f"{key.ljust(width)} = {role.ljust(13)}  # {_comment(decision.reason)}")
     blessing = draft.blessing
     if draft.task == REGRESSION:

@@ -4,9 +4,11 @@ of its curated schema, every decision with its reason.
 The table is read as ExampleGen will read it (datasets/table.py: the CSV decoder's types,
 the Parquet executor's), and TFDV computes its statistics. Then:
 
-- each column's role: numeric (decimals; whole numbers with many values), categorical (text
-  with few values; whole numbers named as codes, CODE_WORDS, or with at most --categorical-max
-  values, DEFAULT_CATEGORICAL_MAX; numbers with a few text values, those read as missing),
+- each column's role: numeric (decimals; whole numbers with many values; numbers with a few
+  text values, those read as missing; numbers with digit grouping, "12,000" or "1.234,56",
+  in the features.NUMBER_FORMATS most values are written in), categorical (text with few
+  values; whole numbers named as codes, CODE_WORDS, or with at most --categorical-max
+  values, DEFAULT_CATEGORICAL_MAX),
   date (text that is ISO dates, Parquet timestamps), text (free text: long values, or more
   distinct values than FREE_TEXT_DISTINCT_FRACTION of the rows, of TEXT_MIN_WORDS words or
   more), or ignore (empty or constant; ID-like: a different value in every row; free text of
@@ -44,13 +46,18 @@ from pipeline.datasets import (
     table,
 )
 from pipeline.datasets.names import RESERVED_FIX, identifier_clash, reserved_name
+from pipeline.datasets.profile import Column, profile
 from pipeline.errors import ConfigError, listed, shown
 from trainer_module import config as training_config
-from trainer_module.features import BINARY, DATE_PATTERN, MULTICLASS, NUMBER_PATTERN, REGRESSION, TASKS
+from trainer_module.features import (
+    BINARY,
+    MULTICLASS,
+    REGRESSION,
+    TASKS,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from tensorflow_metadata.proto.v0 import statistics_pb2
 
 # An integer label with at most this many distinct values is a class; with more, a quantity.
 CATEGORICAL_INT_MAX_VALUES = 20
@@ -72,7 +79,6 @@ DATE_MIN_SHARE = 0.95
 # texts read as missing (and an indicator), if its numbers are decimals or more than
 # --categorical-max distinct whole numbers.
 NUMBERS_MIN_SHARE = 0.5
-MISSING_VALUES_MAX = 3
 # Free text (long values, or more distinct values than FREE_TEXT_DISTINCT_FRACTION of the rows)
 # of at least this many words on average is a `text` feature; with fewer (hashes, names,
 # codes), it is ignored.
@@ -82,10 +88,6 @@ FREE_TEXT_MIN_LENGTH = 40
 # Text with more distinct values than this share of its rows (and more than
 # CATEGORICAL_INT_MAX_VALUES of them) is free text or identifiers, not categories.
 FREE_TEXT_DISTINCT_FRACTION = 0.5
-# A text categorical with at most this many values gets a closed domain in the schema draft
-# (a new value stops the run); a larger vocabulary stays open (new values go to the OOV
-# bucket). TFDV's infer_schema draws the same line.
-CLOSED_DOMAIN_MAX_VALUES = 100
 # Slices: the first categorical with 2 to this many values, so per-slice metrics stay readable.
 SLICE_MAX_VALUES = 10
 # A regression's max_drop: this share of the label's standard deviation.
@@ -95,99 +97,12 @@ REGRESSION_MAX_DROP_FRACTION = 0.02
 # --- columns and roles -------------------------------------------------------------------------
 
 @dataclasses.dataclass(frozen=True)
-class Column:
-    """What the decisions look at in one column."""
-
-    name: str
-    type: str | None  # INT, FLOAT or BYTES as ExampleGen writes it; None: no value at all
-    rows: int
-    missing: int
-    distinct: int
-    values: tuple  # the distinct values, sorted, when at most CLOSED_DOMAIN_MAX_VALUES
-    mean_length: float  # characters (text only)
-    std_dev: float  # population standard deviation (numbers only)
-    mean_words: float = 0.0  # words separated by white space (text only)
-    dates: int = 0  # present values that are ISO dates (text only)
-    first_date: str = ""  # the earliest and latest of them, as written
-    last_date: str = ""
-    numbers: int = 0  # present values that are numbers (text only)
-    number_values: int = 0  # distinct numbers among them
-    decimals: bool = False  # whether any of them has a fraction or an exponent
-    # The other values with their counts, most frequent first, when at most
-    # MISSING_VALUES_MAX of them (text only).
-    not_numbers: tuple[tuple[str, int], ...] = ()
-
-    @property
-    def present(self) -> int:
-        return self.rows - self.missing
-
-
-def profile(rows: pa.Table, stats: statistics_pb2.DatasetFeatureStatisticsList) -> list[Column]:
-    """Each column's type, missing values and standard deviation (TFDV), and its distinct
-    values (counted exactly by Arrow)."""
-    import pyarrow.compute as pc
-
-    by_name = {feature.path.step[0]: feature for feature in stats.datasets[0].features}
-    found = []
-    for name in rows.column_names:
-        array = rows.column(name).combine_chunks()
-        feature = by_name.get(name)
-        kind = table.arrow_type(array.type)
-        distinct = pc.count_distinct(array, mode="only_valid").as_py() if kind else 0
-        values = tuple(sorted(v for v in pc.unique(array).to_pylist() if v is not None)) \
-            if kind and distinct <= CLOSED_DOMAIN_MAX_VALUES else ()
-        std_dev = feature.num_stats.std_dev if feature is not None and feature.HasField("num_stats") else 0.0
-        mean_length = (pc.mean(pc.utf8_length(array)).as_py() or 0.0) if kind == BYTES else 0.0
-        found.append(Column(name, kind, len(array), array.null_count, distinct, values, mean_length, std_dev,
-                            **(_text_profile(array) if kind == BYTES else {})))
-    return found
-
-
-def _numbers(array: pa.Array) -> dict[str, Any]:
-    """How many of a text column's values are numbers (the rest, if few, named and counted)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    is_number = pc.fill_null(pc.match_substring_regex(array, f"^(?:{NUMBER_PATTERN})$"), False)
-    numbers = array.filter(is_number)
-    if not len(numbers):
-        return {}
-    others = pc.value_counts(pc.utf8_trim_whitespace(array.filter(pc.invert(is_number)))).to_pylist()
-    others.sort(key=lambda pair: (-pair["counts"], pair["values"]))
-    return {
-        "numbers": len(numbers),
-        "number_values": pc.count_distinct(pc.cast(pc.utf8_trim_whitespace(numbers), pa.float64())).as_py(),
-        "decimals": pc.any(pc.match_substring_regex(numbers, r"[.eE]")).as_py(),
-        "not_numbers": tuple((p["values"], p["counts"]) for p in others) if len(others) <= MISSING_VALUES_MAX else (),
-    }
-
-
-def _text_profile(array: pa.Array) -> dict[str, Any]:
-    """What the roles of a text column look at: its words, dates and numbers."""
-    import pyarrow.compute as pc
-
-    words = pc.mean(pc.list_value_length(pc.utf8_split_whitespace(array))).as_py() or 0.0
-    return {"mean_words": words, **_dates(array), **_numbers(array)}
-
-
-def _dates(array: pa.Array) -> dict[str, Any]:
-    """How many of a text column's values are ISO dates, and the first and last (ISO text
-    sorts by time)."""
-    import pyarrow.compute as pc
-
-    matching = array.filter(pc.fill_null(pc.match_substring_regex(array, f"^(?:{DATE_PATTERN})$"), False))
-    if not len(matching):
-        return {}
-    span = pc.min_max(matching)
-    return {"dates": len(matching), "first_date": span["min"].as_py(), "last_date": span["max"].as_py()}
-
-
-@dataclasses.dataclass(frozen=True)
 class Decision:
     column: Column
     role: str  # one of datasets.ROLES
     reason: str
     missing_values: tuple[str, ...] = ()  # numeric: text values read as missing
+    number_format: str | None = None  # numeric: how its numbers are written (NUMBER_FORMATS)
 
 
 def named_as_codes(name: str) -> bool:
@@ -201,10 +116,11 @@ def role_of(column: Column, categorical_max: int = DEFAULT_CATEGORICAL_MAX) -> D
     """A feature's role and why: the rules in this module's docstring, in order."""
     n, present = column.distinct, column.present
 
-    def decide(role: str, reason: str, missing_values: tuple[str, ...] = ()) -> Decision:
+    def decide(role: str, reason: str, missing_values: tuple[str, ...] = (), number_format: str | None = None
+               ) -> Decision:
         if column.missing and role != "ignore":
             reason += f"; {column.missing} of {column.rows} rows empty (imputed)"
-        return Decision(column, role, reason, missing_values)
+        return Decision(column, role, reason, missing_values, number_format)
 
     if n == 0:
         return decide("ignore", "empty: no value in any row")
@@ -216,11 +132,14 @@ def role_of(column: Column, categorical_max: int = DEFAULT_CATEGORICAL_MAX) -> D
         others = present - column.dates
         odd = f"; {others} values that are not dates are treated as missing" if others else ""
         return decide("date", f"ISO dates from {column.first_date} to {column.last_date}{odd}")
-    if column.type == BYTES and column.not_numbers and column.numbers >= NUMBERS_MIN_SHARE * present and \
+    # All numbers (a text column only when written with grouping), or a few texts besides.
+    few_others = column.not_numbers or column.numbers == present
+    if column.type == BYTES and few_others and column.numbers >= NUMBERS_MIN_SHARE * present and \
             (column.decimals or column.number_values > categorical_max):
+        written = f"numbers written {column.number_format}" if column.number_format else "numbers"
         named = ", ".join(f"{shown(value)} in {count} rows" for value, count in column.not_numbers)
-        return decide("numeric", f"numbers, and {named}: read as missing, with an indicator",
-                      tuple(value for value, _ in column.not_numbers))
+        return decide("numeric", f"{written}, and {named}: read as missing, with an indicator" if named else written,
+                      tuple(value for value, _ in column.not_numbers), column.number_format)
     if column.type == BYTES and column.mean_words >= TEXT_MIN_WORDS and \
             (column.mean_length > FREE_TEXT_MIN_LENGTH or n > FREE_TEXT_DISTINCT_FRACTION * present):
         return decide("text", f"free text: {column.mean_words:.0f} words ({column.mean_length:.0f} characters) on "
