@@ -86,6 +86,15 @@ def test_init_names_the_text_values_of_a_number_column():
     assert decisions["mixed"].role != "numeric"
 
 
+def test_empty_cells_are_missing_not_one_of_the_texts():
+    # As many empty cells as "T"s: the texts' counts tie with the empty cells' (init crashed).
+    rain = [f"{tenths / 10:.1f}" for tenths in range(280)] + ["T"] * 10 + [None] * 10
+    decision = _decisions({"rain": rain})["rain"]
+    assert (decision.role, decision.missing_values) == ("numeric", ("T",))
+    assert decision.reason == ("numbers, and 'T' in 10 rows: read as missing, with an indicator; "
+                               "10 of 300 rows empty (imputed)")
+
+
 def _dataset_file(tmp_path, rain: str, schema_type: str = "BYTES") -> str:
     (tmp_path / "data").mkdir(exist_ok=True)
     (tmp_path / "w.schema.pbtxt").write_text(
