@@ -126,6 +126,9 @@ def test_bad_file_is_one_error_naming_file_key_and_fix(tmp_path, change, message
     (SCHEMA.replace('"zip"', '"zip code"'), "has no feature 'zip'; add it to the schema"),
     (SCHEMA.replace('"monthly charges" type: FLOAT', '"monthly charges" type: BYTES'),
      "features.monthly charges: numeric, but the schema types it BYTES; make it categorical or ignore"),
+    # A column the file does not list is still one of Transform's inputs.
+    (SCHEMA + 'feature { name: "notes<internal>" type: BYTES }',
+     "schema: .* has a column 'notes<internal>', which becomes 'F_notes_internal>' in Transform's graph"),
 ])
 def test_a_schema_that_disagrees_with_the_file(tmp_path, schema, message):
     path = write(tmp_path, GOOD, schema)

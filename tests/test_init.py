@@ -454,3 +454,16 @@ def test_categorical_max_moves_the_line_between_categories_and_quantities(tables
 ])
 def test_names_that_say_their_numbers_are_codes(name, codes):
     assert infer.named_as_codes(name) is codes
+
+
+def test_a_column_name_transform_cannot_hold_is_refused_by_name(tmp_path):
+    """It passed init and failed Transform 45 s into the run, naming only a TF node; an
+    ignored column is one of Transform's inputs too."""
+    frame = pd.DataFrame({"ticket <id>": [f"t{i}" for i in range(30)], "b": np.linspace(1, 2, 30),
+                          "y": ["a", "b"] * 15})
+    with pytest.raises(ConfigError) as err:
+        infer.draft(write(frame, tmp_path / "d", "csv"), "y", tmp_path / "x.toml")
+    assert str(err.value) == (
+        "column 'ticket <id>' becomes 'F_ticket__id>' in Transform's graph, which TensorFlow refuses; rename that "
+        "column in the data (in TensorFlow's node names a '>' comes only before a letter, a digit or '.', and a name "
+        "does not end in '/')")

@@ -7,6 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol, Sequence
 
+from pipeline.datasets import names
+
 
 class Feature(Protocol):
     """What the checks read of a dataset file's feature (pipeline.datasets.Feature)."""
@@ -51,6 +53,10 @@ def check_schema(path: Path, label: str, feature_list: Sequence[Feature]) -> Non
         raise SchemaProblem("schema", f"{path} is not a schema text proto ({str(err).splitlines()[0]})",
                             "fix it, or write a draft with `turbotfx init`") from None
     types = {feature.name: feature.type for feature in schema.feature}
+    refused = names.transform_refuses(list(types))
+    if refused is not None:
+        raise SchemaProblem("schema", f"{path} has a column {refused[0]!r}, which becomes {refused[1]!r} in "
+                                      "Transform's graph, refused by TensorFlow", names.TRANSFORM_NAME_FIX)
     for column in (label, *(f.name for f in feature_list)):
         if column not in types:
             raise SchemaProblem("schema", f"{path} has no feature {column!r}",

@@ -45,7 +45,13 @@ from pipeline.datasets import (
     leaks,
     table,
 )
-from pipeline.datasets.names import RESERVED_FIX, identifier_clash, reserved_name
+from pipeline.datasets.names import (
+    RESERVED_FIX,
+    TRANSFORM_NAME_FIX,
+    identifier_clash,
+    reserved_name,
+    transform_refuses,
+)
 from pipeline.datasets.profile import Column, profile
 from pipeline.errors import ConfigError, listed, shown
 from trainer_module import config as training_config
@@ -322,6 +328,10 @@ def draft(data_root: Path, label: str, output: Path, fmt: str | None = None, tas
     leak_target = leaks.target(rows.column(label), task)
     decisions = tuple(unless_leak(role_of(c, categorical_max), rows, leak_target)
                       for c in columns if c.name != label)
+    refused = transform_refuses([c.name for c in columns])
+    if refused is not None:
+        raise ConfigError(f"column {refused[0]!r} becomes {refused[1]!r} in Transform's graph, which TensorFlow "
+                          f"refuses; {TRANSFORM_NAME_FIX}")
     reserved = reserved_name([label, *(d.column.name for d in decisions if d.role != "ignore")])
     if reserved is not None:
         raise ConfigError(f"column {reserved!r} becomes the TF name 'examples'; {RESERVED_FIX}")
