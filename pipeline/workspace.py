@@ -178,6 +178,8 @@ def _run(config: PipelineConfig, url: MetadataUrl, beam: BeamOptions | None, rep
                 # recorded the component as FAILED: it was stopped, not broken.
                 run_state.abort_unfinished(store, run_id, failed_too=True)
                 raise Interrupted(_interrupted_line(run_id)) from None
+            # The console has one line; the log, which it points to, has the whole story.
+            logging.getLogger(__name__).error("the run failed", exc_info=err)
             failure = err
         unrecorded = _record_end(store, run_id)
         if unrecorded is not None:

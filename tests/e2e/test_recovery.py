@@ -161,6 +161,9 @@ def test_a_full_disk_at_the_push_leaves_no_trace_and_the_rerun_compares_with_the
     output = full.stdout + full.stderr
     assert "exit=1" in output, output
     assert "Pusher failed: no space left on the device" in output and "Traceback" not in output, output
+    # The console's "details:" points at the log, which has the whole story: the traceback.
+    failed_run = config.log_path.read_text().rpartition("the run failed")[2]
+    assert failed_run.startswith("\nTraceback (most recent call last):") and "No space left on device" in failed_run
     # What the script listed after the run's own output
     # (the line after "exit=N"; the summary holds numbers too).
     listing, _, config_text = full.stdout.rpartition("exit=")[2].partition("\n")[2].partition("---")
