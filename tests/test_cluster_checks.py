@@ -6,11 +6,13 @@ from __future__ import annotations
 import dataclasses
 import os
 import socket
+import zipfile
 from pathlib import Path
 
 import pytest
 
 from pipeline.config import PipelineConfig
+from pipeline.errors import ConfigError
 from pipeline.runners.spark import jars
 from tests.conftest import turbotfx
 
@@ -33,10 +35,10 @@ def listening_port():
 
 @pytest.fixture
 def job_server_jar(tmp_path: Path) -> dict[str, str]:
-    """A cache holding a job server jar (its presence is what the check looks at)."""
+    """A cache holding a launcher jar that names no other jar (no Java runs it here)."""
     cache = tmp_path / "cache"
-    cache.mkdir()
-    (cache / jars.LAUNCHER_JAR_NAME).write_bytes(b"PK")
+    (cache / "jars").mkdir(parents=True)
+    jars.write_launcher_jar(cache / "jars", cache / jars.LAUNCHER_JAR_NAME)
     return {jars.CACHE_ENV_VAR: str(cache)}
 
 
@@ -69,6 +71,52 @@ def test_a_missing_job_server_jar(tmp_path, listening_port):
                       env={jars.CACHE_ENV_VAR: str(tmp_path / "empty-cache")})
     assert_refused(result, "Beam's Spark job server jar is missing")
     assert "make cluster-deps" in result.output
+
+
+def _launcher_with_parts(cache: Path, parts: dict[str, bytes]) -> Path:
+    (cache / "jars").mkdir(parents=True)
+    for name, content in parts.items():
+        (cache / "jars" / name).write_bytes(content)
+    jars.write_launcher_jar(cache / "jars", cache / jars.LAUNCHER_JAR_NAME)
+    return cache / jars.LAUNCHER_JAR_NAME
+
+
+def _whole_jar(path: Path) -> bytes:
+    with zipfile.ZipFile(path, "w") as jar:
+        jar.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\r\n\r\n")  # a library's: no Main-Class
+        jar.writestr("org/example/A.class", b"\xca\xfe\xba\xbe")
+    return path.read_bytes()
+
+
+def test_a_damaged_job_server_jar_is_named_before_anything_starts(tmp_path, listening_port, monkeypatch):
+    """`java -jar` on a cut download fails inside Beam after the job server starts; the
+    check names the jar and the fix instead (run in process: the message is the point)."""
+    from pipeline.runners import cluster
+    from pipeline.runners.beam_args import BeamOptions
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv(jars.CACHE_ENV_VAR, str(cache))
+    whole = _whole_jar(tmp_path / "whole.jar")
+    launcher = _launcher_with_parts(cache, {"a-1.0.jar": whole, "b-1.0.jar": whole[: len(whole) // 2]})
+    options = BeamOptions(runner="spark", spark_master=f"spark://127.0.0.1:{listening_port}",
+                          worker_pool=f"127.0.0.1:{listening_port}")
+    with pytest.raises(ConfigError) as raised:
+        cluster.pipeline_args(options)
+    assert str(raised.value) == (f"{cache}/jars/b-1.0.jar, which Beam's Spark job server jar {launcher} runs with, "
+                                 f"is not a whole jar; remove {cache} and run `make cluster-deps` again")
+    (cache / "jars" / "b-1.0.jar").unlink()
+    with pytest.raises(ConfigError, match="b-1.0.jar, which .* runs with, is missing"):
+        cluster.pipeline_args(options)
+    (cache / "jars" / "b-1.0.jar").write_bytes(whole)
+    assert "--runner=SparkRunner" in cluster.pipeline_args(options)  # whole again: the check passes
+    launcher.write_bytes(launcher.read_bytes()[:-10])  # the launcher itself cut short
+    with pytest.raises(ConfigError, match=f"jar {launcher} is damaged \\(not a whole jar\\); remove {cache}"):
+        cluster.pipeline_args(options)
+    # A jar of the user's own that `java -jar` cannot run: no Main-Class.
+    given = dataclasses.replace(options, spark_job_server_jar=str(tmp_path / "whole.jar"))
+    with pytest.raises(ConfigError, match="whole.jar names no Main-Class, so `java -jar` cannot run it; give "
+                                          "--spark-job-server-jar a whole jar"):
+        cluster.pipeline_args(given)
 
 
 def test_no_worker_pool(tmp_path, job_server_jar, listening_port):

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 from pipeline.errors import ConfigError
 from pipeline.runners import beam_args
 from pipeline.runners.beam_args import BeamOptions
-from pipeline.runners.spark import probe
+from pipeline.runners.spark import jars, probe
 
 LOCAL_RUNNERS = ("direct", "spark", "flink")
 CONNECT_TIMEOUT_S = 5.0
@@ -85,6 +85,7 @@ def _check_job_server_jar(jar: Path) -> None:
     if not jar.is_file():
         raise ConfigError(f"Beam's Spark job server jar is missing ({jar}): run `make cluster-deps` "
                           "(fetches it from Maven Central) or give --spark-job-server-jar")
+    jars.check(jar)
     if shutil.which("java") is None:
         raise ConfigError("java was not found: Beam's Spark job server runs on Java 17; install it "
                           "(apt-get install openjdk-17-jre-headless) and put it on PATH")

@@ -108,6 +108,29 @@ def write_launcher_jar(jars: Path, destination: Path) -> None:
         jar.writestr("META-INF/MANIFEST.MF", manifest)
 
 
+def check(jar: Path) -> None:
+    """Raises ConfigError naming what `java -jar` would fail on: a jar that is not a zip with
+    a manifest naming its main class (a cut download, another file), or a jar its Class-Path
+    names that is missing or cut short. Reads the manifest and each jar's zip directory end
+    only: milliseconds, where Beam would fail after starting the job server."""
+    fix = (f"remove {jar.parent} and run `make cluster-deps` again" if jar == job_server_jar()
+           else "give --spark-job-server-jar a whole jar")
+    try:
+        with zipfile.ZipFile(jar) as archive:
+            manifest = archive.read("META-INF/MANIFEST.MF").decode("utf-8", "replace")
+    except (zipfile.BadZipFile, KeyError, OSError, EOFError) as err:
+        what = "no manifest" if isinstance(err, KeyError) else "not a whole jar"
+        raise ConfigError(f"Beam's Spark job server jar {jar} is damaged ({what}); {fix}") from None
+    attributes = dict(line.split(": ", 1) for line in manifest.replace("\r\n ", "").split("\r\n") if ": " in line)
+    if "Main-Class" not in attributes:
+        raise ConfigError(f"Beam's Spark job server jar {jar} names no Main-Class, so `java -jar` cannot run it; {fix}")
+    for part in attributes.get("Class-Path", "").split():
+        path = jar.parent / part
+        if not zipfile.is_zipfile(path):
+            what = "is missing" if not path.exists() else "is not a whole jar"
+            raise ConfigError(f"{path}, which Beam's Spark job server jar {jar} runs with, {what}; {fix}")
+
+
 def _manifest_line(key: str, value: str) -> str:
     """`key: value` wrapped as the jar spec says: 72 bytes a line, continuations start with a space."""
     text = f"{key}: {value}".encode()
