@@ -401,22 +401,24 @@ def recorded_pushes(config: PipelineConfig, store: metadata_store.MetadataStore,
     return history, damaged
 
 
-def dataset_of_model(config: PipelineConfig, model_name: str) -> str | None:
+def dataset_of_model(config: PipelineConfig, model_name: str) -> tuple[str | None, list[str]]:
     """The dataset file the model's newest push was trained from (its Trainer recorded the
-    path), over every store of the workspace; None when no push of it is recorded."""
+    path), over every store of the workspace (None when no push of it is recorded), and why
+    each store that could not be read was skipped."""
     from pipeline.provenance import lineage
     from pipeline.store import connection
 
-    newest, dataset = -1, None
+    newest, dataset, skipped = -1, None, []
     for path in config.workspace_store_paths:
         try:
             store = connection.open_store(sqlite_url(path), create=False)
-        except ConfigError:  # damaged: its own commands say so
+        except ConfigError as err:  # damaged: the caller names it
+            skipped.append(str(err))
             continue
         found = lineage.dataset_file_of_latest_push(store, model_name)
         if found is not None and found[0] > newest:
             newest, dataset = found
-    return dataset
+    return dataset, skipped
 
 
 def _other_workspace_stores(config: PipelineConfig,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import sys
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from pipeline import config as config_lib
@@ -303,6 +304,11 @@ def query_store_urls(args: argparse.Namespace) -> list[str]:
     if args.metadata_url:
         return [args.metadata_url]
     return [sqlite_url(path) for path in workspace_config(args).workspace_store_paths]
+
+
+def warn_skipped_store(problem: str) -> None:
+    """A command that reads every store of the workspace names one it could not read."""
+    print(f"turbotfx: warning: skipped a store: {problem}", file=sys.stderr)
 
 
 def store_from_args(args: argparse.Namespace, config: PipelineConfig | None = None) -> metadata_store.MetadataStore:

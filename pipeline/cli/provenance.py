@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
 from pipeline.cli import args as cli_args
 
@@ -129,7 +128,7 @@ def _workspace_store(url: str):
     try:
         return cli_args.open_query_store(url)
     except ConfigError as err:
-        print(f"turbotfx: warning: skipped a store: {err}", file=sys.stderr)
+        cli_args.warn_skipped_store(str(err))
         return None
 
 

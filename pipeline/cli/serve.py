@@ -116,7 +116,9 @@ def _chosen_models(args: argparse.Namespace, every_model: bool = False, needs_da
                           "--model-name NAME or --dataset FILE")
     chosen = []
     for name in models:
-        dataset = workspace.dataset_of_model(named, name) if needs_dataset else None
+        dataset, skipped = workspace.dataset_of_model(named, name) if needs_dataset else (None, [])
+        for problem in skipped:
+            cli_args.warn_skipped_store(problem)
         # A model with no recorded push of a dataset file is taken to be the default dataset's
         # (named.spec: no --dataset was given).
         if needs_dataset and dataset is None and name != named.spec.name:
