@@ -56,10 +56,12 @@ def test_a_reviews_table_trains_on_its_words(tmp_path):
     assert "the gbt family reads no text feature, and 'review' is one" in refused.output
 
     raw = tf.saved_model.load(str(model_dir)).signatures["serving_raw"]
-    labels = np.array([label.decode() for label in raw(review=tf.constant(frame[REVIEW].tolist()))["label"].numpy()])
+    # Reviews the model never saw (80 % of `frame` trained it), of each class.
+    unseen = reviews(seed=1)
+    labels = np.array([label.decode() for label in raw(review=tf.constant(unseen[REVIEW].tolist()))["label"].numpy()])
     for cls in ("yes", "no"):
-        rows = frame[LIKED].to_numpy() == cls
-        assert (labels[rows] == cls).mean() > 0.8, cls
+        rows = unseen[LIKED].to_numpy() == cls
+        assert rows.sum() > 100 and (labels[rows] == cls).mean() > 0.8, cls
     # New texts, words in any case and order, punctuation, a word never seen: read by the graph.
     new = raw(review=tf.constant(["EXCELLENT pasta; FRESH, friendly!", "Cold pizza... and a RUDE waiter, zzz",
                                   ""]))["label"].numpy()
