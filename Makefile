@@ -17,35 +17,36 @@ PYTEST := $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reor
 PYTHON310 ?= $(shell for p in python3.10 $$(ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/versions/3.10.*/bin/python3.10 2>/dev/null | sort -V | tail -n 1); do \
 	"$$p" -c 'import sys; assert sys.version_info[:2] == (3, 10)' >/dev/null 2>&1 && { command -v "$$p"; break; }; done)
 
-.PHONY: run test test-fast test-shuffled lint bench bench-trainer bench-lineage bench-serving bench-scale bench-columns bench-quality lock clean cluster-deps cluster-test
+.PHONY: run test test-fast test-shuffled lint bench bench-trainer bench-lineage bench-serving bench-scale bench-columns bench-quality lock clean cluster-deps cluster-test test-packages
 
 run: $(STAMP)
 	$(VENV)/bin/turbotfx run $(ARGS)
 
 # Lint and types first, so CI (.ci/run: make test) holds both. The tests start their own
 # MariaDB and PostgreSQL servers on loopback: install the Debian packages first when missing.
-test: $(STAMP) lint cluster-deps
-	bash tests/doubles/install_test_packages.sh
+test: $(STAMP) lint test-packages cluster-deps
 	$(PYTEST) $(ARGS)
+
+# The Debian packages the tests need (servers, a browser, Java and Maven for the cluster).
+test-packages:
+	bash tests/doubles/install_test_packages.sh
 
 # Beam's Spark job server and the Spark engine, from Maven Central into .cache/cluster (mvn).
 cluster-deps: $(STAMP)
 	$(PY) -m pipeline.runners.spark.jars
 
 # The whole pipeline on a Spark standalone cluster the tests start on loopback (also in `make test`).
-cluster-test: $(STAMP) cluster-deps
+cluster-test: $(STAMP) test-packages cluster-deps
 	$(PY) -m pytest -m cluster $(ARGS)
 
 # The daily loop: everything but the whole-pipeline runs (under 3 minutes on 2 cores).
-test-fast: $(STAMP) lint
-	bash tests/doubles/install_test_packages.sh
+test-fast: $(STAMP) lint test-packages
 	$(PYTEST) -m "not e2e" $(ARGS)
 
 # Every test in one process, in an order shuffled by SEED (printed in the header), so a test
 # that leans on another's leftovers fails: slower than `make test`, for when time allows.
 SEED ?= $(shell date +%s)
-test-shuffled: $(STAMP) cluster-deps
-	bash tests/doubles/install_test_packages.sh
+test-shuffled: $(STAMP) test-packages cluster-deps
 	$(PY) -m pytest --shuffle $(SEED) --durations=25 $(ARGS)
 
 # ruff over the tree; mypy over the library packages ([tool.mypy] in pyproject.toml).

@@ -35,7 +35,12 @@ def listening_port():
 
 @pytest.fixture
 def job_server_jar(tmp_path: Path) -> dict[str, str]:
-    """A cache holding a launcher jar that names no other jar (no Java runs it here)."""
+    """A cache holding a launcher jar that names no other jar (no Java runs it here).
+
+    The checks also need `java` on PATH, as the job server Beam starts runs on it: a test
+    that passes this fixture gets past that check only where Java 17 is installed (the
+    project's tests/doubles/install_test_packages.sh installs it); a missing java is its
+    own test below."""
     cache = tmp_path / "cache"
     (cache / "jars").mkdir(parents=True)
     jars.write_launcher_jar(cache / "jars", cache / jars.LAUNCHER_JAR_NAME)
@@ -117,6 +122,18 @@ def test_a_damaged_job_server_jar_is_named_before_anything_starts(tmp_path, list
     with pytest.raises(ConfigError, match="whole.jar names no Main-Class, so `java -jar` cannot run it; give "
                                           "--spark-job-server-jar a whole jar"):
         cluster.pipeline_args(given)
+
+
+def test_no_java_is_one_line(tmp_path, job_server_jar, listening_port, monkeypatch):
+    from pipeline.runners import cluster
+    from pipeline.runners.beam_args import BeamOptions
+
+    monkeypatch.setenv(jars.CACHE_ENV_VAR, job_server_jar[jars.CACHE_ENV_VAR])
+    monkeypatch.setenv("PATH", str(tmp_path / "no-programs-here"))
+    options = BeamOptions(runner="spark", spark_master=f"spark://127.0.0.1:{listening_port}",
+                          worker_pool=f"127.0.0.1:{listening_port}")
+    with pytest.raises(ConfigError, match="java was not found: Beam's Spark job server runs on Java 17; install it"):
+        cluster.pipeline_args(options)
 
 
 def test_no_worker_pool(tmp_path, job_server_jar, listening_port):

@@ -2,7 +2,7 @@
 # Makes sure the binaries the tests need are installed: a MariaDB and a PostgreSQL server (the
 # tests start their own throwaway instances on loopback, see tests/doubles/db_servers.py), graphviz's
 # `dot`, the acl tools, and a headless Chromium with its matching chromedriver (the run report is opened in it,
-# tests/browser.py). Silent and fast when everything is there; installs the missing Debian packages otherwise.
+# tests/browser.py), and Java 17 and Maven for the Spark cluster. Silent and fast when everything is there; installs the missing Debian packages otherwise.
 set -euo pipefail
 
 missing=()
@@ -20,6 +20,10 @@ command -v setfacl >/dev/null && command -v getfacl >/dev/null || missing+=(acl)
 # Debian builds chromedriver from the same source as the browser, so their versions always match.
 command -v chromium >/dev/null || missing+=(chromium)
 command -v chromedriver >/dev/null || missing+=(chromium-driver)
+# Java 17: Beam's Spark job server and the Spark cluster the cluster tests start run on it.
+command -v java >/dev/null || missing+=(openjdk-17-jre-headless)
+# Maven: `make cluster-deps` resolves the job server's jars from Maven Central with it.
+command -v mvn >/dev/null || missing+=(maven)
 # A font the browser can draw text with (the slim images carry none).
 [[ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ]] || missing+=(fonts-dejavu-core)
 ((${#missing[@]} == 0)) && exit 0
