@@ -147,3 +147,22 @@ def test_the_tuner_itself_refuses_a_study_claimed_since_the_check(tmp_path):
     other = tuning.StudyRequest(family="dnn", storage=storage, study_name="shared", owner=owner_of("synthetic"))
     with pytest.raises(tuning.StudyOwnerError, match="holds the trials of model 'penguins'"):
         tuning._create_or_join(other)
+
+
+def _first_samples(seed: int | None) -> list[float]:
+    """The learning rates a fresh TPE study with this sampler seed tries first."""
+    study = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=seed))
+    return [study.ask().suggest_float("learning_rate", 1e-4, 1e-1, log=True) for _ in range(3)]
+
+
+def test_processes_on_a_shared_study_sample_differently_a_private_study_repeats():
+    from components.tuner import executor
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    # A study others may join: two runs started alike (and their workers) try other trials.
+    shared = executor.sampler_seeds(True, 3)
+    assert len({tuple(_first_samples(seed)) for seed in shared * 2}) == 6
+    # A run's own study: the same run again tries the same trials; its workers differ.
+    private = executor.sampler_seeds(False, 3)
+    assert [_first_samples(seed) for seed in private] == [_first_samples(seed) for seed in private]
+    assert len({tuple(_first_samples(seed)) for seed in private}) == 3

@@ -59,9 +59,7 @@ class Executor(base_executor.BaseExecutor):
             or f"{custom_config.get(MODEL_NAME_KEY, 'model')}-{uuid.uuid4().hex[:12]}",
             # The untuned configuration first: tuning never ranks below it on the validation slice.
             first=(base.to_config(),),
-            # A study others may join (--tune-storage): a random seed, or two runs started alike
-            # would sample the same trials.
-            seed=None if exec_properties.get(keys.STORAGE) else 0,
+            seed=sampler_seeds(bool(exec_properties.get(keys.STORAGE)), parallelism)[0],
             owner=search_space.study_owner(str(custom_config.get(MODEL_NAME_KEY, "")),
                                            str(custom_config.get(FEATURE_CONTRACT_KEY, ""))),
         )
@@ -114,6 +112,13 @@ def _record(artifact: types.Artifact, result: tuning.StudyResult, request: tunin
             artifact.set_string_custom_property(name, str(custom_config[key]))
 
 
+def sampler_seeds(shared_storage: bool, processes: int) -> list[int | None]:
+    """The TPE sampler seed of this process, then of each worker. A study others may join
+    (--tune-storage) gets random ones (None): two runs started alike would otherwise sample
+    the same trials. A run's own study is reproducible: 0 here, a worker's index there."""
+    return [None] * processes if shared_storage else list(range(processes))
+
+
 def _count(result: tuning.StudyResult, state: str) -> int:
     return sum(1 for trial in result.trials if trial.state == state)
 
@@ -125,7 +130,8 @@ def _start_worker(request: tuning.StudyRequest, storage_url: str, password_env: 
     os.makedirs(scratch, exist_ok=True)
     with open(path, "w") as spec:
         json.dump(worker.spec(request, storage_url, password_env, fn_args.train_files, fn_args.transform_output,
-                              fn_args.custom_config, base, seed=index if request.seed is not None else None), spec)
+                              fn_args.custom_config, base,
+                              seed=sampler_seeds(request.seed is None, index + 1)[index]), spec)
     # Its logs (trial lines included) go where this process's do: the run's log file.
     return subprocess.Popen([sys.executable, "-m", "components.tuner.worker", path, str(os.getpid())])
 
