@@ -127,18 +127,20 @@ def test_per_class_changes_against_a_baseline_whose_class_ids_name_other_labels_
     assert reporting_evaluator.comparable_changes(diff, ["c", "a", "b c"], None) == diff
 
 
-def _write_evaluation(folder, threshold_values: dict[tuple[str, int], float], counts: dict[tuple[int, int], int]):
+def _write_evaluation(folder, threshold_values: dict[tuple[str, int], float], counts: dict[tuple[int, int], int],
+                      threshold_changes: dict[tuple[str, int], float] | None = None):
     """TFMA's output as its writer leaves it: TFMA's per-class values (at its 0.5 threshold)
-    and the top-class confusion matrix, overall."""
+    and their changes against a baseline (is_diff), and the top-class confusion matrix, overall."""
     import tensorflow as tf
     from tensorflow_model_analysis.proto import metrics_for_slice_pb2 as tfma_pb
 
     metrics = tfma_pb.MetricsForSlice()
-    for (name, class_id), number in threshold_values.items():
-        entry = metrics.metric_keys_and_values.add()
-        entry.key.name, entry.key.model_name = name, "candidate"
-        entry.key.sub_key.class_id.value = class_id
-        entry.value.double_value.value = number
+    for values, is_diff in ((threshold_values, False), (threshold_changes or {}, True)):
+        for (name, class_id), number in values.items():
+            entry = metrics.metric_keys_and_values.add()
+            entry.key.name, entry.key.model_name, entry.key.is_diff = name, "candidate", is_diff
+            entry.key.sub_key.class_id.value = class_id
+            entry.value.double_value.value = number
     plots = tfma_pb.PlotsForSlice()
     plot = plots.plot_keys_and_values.add()
     plot.key.name, plot.key.model_name = confusion.CONFUSION_PLOT_NAME, "candidate"
@@ -158,8 +160,13 @@ def test_multiclass_precision_and_recall_follow_the_confusion_matrixs_top_class(
     counts = {(0, 0): 47, (0, 1): 6, (0, 2): 1, (1, 1): 50, (1, 0): 4, (2, 2): 1, (2, 0): 3, (2, 1): 5}
     at_threshold = {("precision", 0): 0.95, ("recall", 0): 43 / 54, ("precision", 1): 0.9, ("recall", 1): 0.8,
                     ("precision", 2): math.nan, ("recall", 2): 0.0}
-    _write_evaluation(tmp_path, at_threshold, counts)
+    # TFMA's changes of its own thresholded values against a baseline: another decision's.
+    changes = {("precision", 0): 0.01, ("recall", 2): -0.2, ("auc", 1): 0.03}
+    _write_evaluation(tmp_path, at_threshold, counts, changes)
     metrics = reporting_evaluator.read_metrics(str(tmp_path), names)
+    # Per-class precision and recall changes are left out (the baseline's counts are not
+    # read here); another per-class metric's change stays.
+    assert metrics.diff == {"auc[sun]": pytest.approx(0.03)}
     # By hand, from the matrix: predicted as the class (column), of the class (row).
     assert metrics.overall["precision[rain]"] == pytest.approx(47 / (47 + 4 + 3))
     assert metrics.overall["recall[rain]"] == pytest.approx(47 / 54)
