@@ -9,6 +9,7 @@ class ids mean what the model's outputs mean."""
 from __future__ import annotations
 
 import glob
+import math
 import os
 from typing import Any, Callable
 
@@ -178,6 +179,8 @@ def permutation_importance(rows: list[bytes], labels: np.ndarray, predict: Calla
     count = max(MIN_IMPORTANCE_ROWS, IMPORTANCE_PREDICTIONS // max(len(features), 1))
     parsed, labels, outputs = parsed[:count], labels[:count], outputs[:count]
     base = score(metric, labels, outputs)
+    if not math.isfinite(base):  # e.g. an AUC on rows of one class: no drop to measure
+        return []
     rng = np.random.default_rng(SEED)
     found = []
     for name in features:
@@ -188,7 +191,8 @@ def permutation_importance(rows: list[bytes], labels: np.ndarray, predict: Calla
             copy = tf.train.Example()
             copy.CopyFrom(example)
             if values[source] is None:
-                del copy.features.feature[name]
+                if name in copy.features.feature:  # a row without it stays without it
+                    del copy.features.feature[name]
             else:
                 copy.features.feature[name].CopyFrom(values[source])
             shuffled.append(copy.SerializeToString())
