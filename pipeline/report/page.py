@@ -262,10 +262,10 @@ def _importance(records: RunRecords) -> str:
     found = records.insights
     if found is None:
         return f"<p>Not shown: {escaped(records.insights_missing or 'not recorded')}.</p>"
-    ranked = found["importance"]
+    ranked, metric = found["importance"], found["metric"]
     if not ranked:
-        return "<p>The model reads no feature to shuffle.</p>"
-    metric = found["metric"]
+        return (f"<p>No importance to show: {escaped(metric)} has no value on these eval rows (an AUC of rows of "
+                "one class), or the model reads no feature to shuffle.</p>")
     worse = "lower" if evaluator_keys.HIGHER_IS_BETTER[metric] else "higher"
     parts = [f'<p class="muted">Permutation importance on {found["rows"]:,} eval rows through the served '
              f"signature: how much {worse} {escaped(metric)} gets when one feature's values are shuffled across "
