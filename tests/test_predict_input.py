@@ -62,7 +62,8 @@ def test_a_csv_cell_no_table_holds_is_one_line_naming_its_line(first_run, tmp_pa
 
 
 def test_a_workspace_whose_log_cannot_be_written_still_predicts(first_run_copy):
-    logs = first_run_copy.config.log_path.parent
-    with read_only(logs):
+    log = first_run_copy.config.log_path
+    assert log.is_file()  # the run's: appending to it must fail too, not only a new file beside it
+    with read_only(log.parent), read_only(log):
         answered = cli("predict", "--format", "json", "--json", json.dumps(ROWS), home=first_run_copy.home)
     assert [p["label"] for p in predictions(answered)] == ["Gentoo", "Adelie"]
