@@ -80,7 +80,7 @@ def example(row: pd.Series, types: dict[str, str]) -> bytes:
 FEATURE_TYPES = {ID: "bytes", CHARGES: "float", TENURE: "int", PLAN: "bytes", SEATS: "int", REGION: "bytes"}
 
 
-def init_and_run(tmp_path: Path, frame: pd.DataFrame, label: str, fmt: str,
+def init_and_run(tmp_path: Path, frame: pd.DataFrame, label: str, fmt: str, run_args: tuple[str, ...] = (),
                  **to_csv: Any) -> tuple[Path, Path, str]:
     """`turbotfx init` on the table (a CSV written with pandas' to_csv and these options),
     then `turbotfx run` on the file it wrote; returns the dataset file, the pushed model and
@@ -97,8 +97,18 @@ def init_and_run(tmp_path: Path, frame: pd.DataFrame, label: str, fmt: str,
         written.chmod(0o600)
     data_root.chmod(0o700)
     dataset_file = tmp_path / "mine.toml"
-    init, model_dir = conftest.init_and_run(data_root, label, dataset_file, tmp_path / "ws", "--epochs", "20")
+    init, model_dir = conftest.init_and_run(data_root, label, dataset_file, tmp_path / "ws", "--epochs", "20",
+                                            *run_args)
     return dataset_file, model_dir, init.output
+
+
+def _latest_model(home: Path):
+    from pipeline.config import PipelineConfig
+    from pipeline.store.connection import open_store
+    from pipeline.store.url import sqlite_url
+
+    store = open_store(sqlite_url(PipelineConfig(home=str(home)).metadata_path), create=False)
+    return max(store.get_artifacts_by_type("Model"), key=lambda artifact: artifact.id)
 
 
 def serving_default(model_dir: Path, frame: pd.DataFrame) -> dict[str, np.ndarray]:
@@ -109,7 +119,8 @@ def serving_default(model_dir: Path, frame: pd.DataFrame) -> dict[str, np.ndarra
 
 def test_binary_csv_table(tmp_path):
     frame = customers(seed=1)
-    dataset_file, model_dir, init_output = init_and_run(tmp_path, frame, CHURNED, "csv")
+    dataset_file, model_dir, init_output = init_and_run(tmp_path, frame, CHURNED, "csv",
+                                                        run_args=("--class-weight", "balanced"))
     # init said what it decided and why, column by column.
     assert "binary" in init_output
     assert 'positive = "yes"' in dataset_file.read_text()
@@ -119,6 +130,17 @@ def test_binary_csv_table(tmp_path):
     # Whole numbers: a code by its name (an integer vocabulary), a count (numeric).
     roles = {feature.name: feature.role for feature in datasets.load(str(dataset_file)).features}
     assert (roles[SEATS], roles[TENURE]) == ("categorical", "numeric"), roles
+
+    # Balanced class weights reached the Trainer's fit: each class n / (2 n_class) over the
+    # train split's rows as ExampleGen wrote them ("yes", the positive class, is id 1).
+    train_labels = [tf.train.Example.FromString(record.numpy()).features.feature[CHURNED].bytes_list.value[0]
+                    for record in tf.data.TFRecordDataset(
+                        [str(p) for p in (tmp_path / "ws" / "pipelines").rglob("CsvExampleGen/**/Split-train/*.gz")],
+                        compression_type="GZIP")]
+    counts = {class_id: train_labels.count(value) for class_id, value in ((0, b"no"), (1, b"yes"))}
+    expected = {str(class_id): len(train_labels) / (2 * count) for class_id, count in counts.items()}
+    recorded = json.loads(_latest_model(tmp_path / "ws").custom_properties["training_class_weights"].string_value)
+    assert recorded == pytest.approx(expected, abs=1e-4) and recorded["0"] > 1 > recorded["1"], recorded
 
     # The run's copies of the rows, its store, serving config and report: the owner's alone.
     assert conftest.open_to_others(tmp_path / "ws") == []
