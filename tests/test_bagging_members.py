@@ -20,6 +20,7 @@ import dataclasses
 import tempfile
 
 import numpy as np
+import optuna
 import pytest
 import tensorflow as tf
 import tensorflow_transform as tft
@@ -27,9 +28,10 @@ import tensorflow_transform.beam as tft_beam
 import tf_keras as keras
 from sklearn.utils.class_weight import compute_class_weight
 from tensorflow_transform.tf_metadata import dataset_metadata, schema_utils
+from tfx.components.trainer.fn_args_utils import FnArgs
 
 from pipeline.pipeline import TRANSFORM_FORCE_TF_COMPAT_V1
-from trainer_module import config, features, input, members, model, train
+from trainer_module import config, features, input, members, model, preprocessing, train, tuning
 from trainer_module.config import TrainingConfig
 from trainer_module.input import EpochSteps
 from trainer_module.yardsticks import EVAL_METRIC
@@ -323,3 +325,104 @@ def test_balanced_class_weights_reach_a_bagged_members_fit(split, tmp_path, bala
         assert learned[2] > 0.25 and report["class_weights"] == {str(c): round(w, 4) for c, w in weights.items()}
     else:
         assert learned[2] < 0.2 and "class_weights" not in report
+
+
+# A bagged tuning trial's pruning: tuning.objective on the real folds of a Transform output, in
+# a real Optuna study with the Tuner's median pruner. The split above names its label "label",
+# not a transformed name (features.transformed_name), so run_fn's setup cannot read it: the
+# same 60 rows go through the pipeline's own preprocessing_fn here (a label vocabulary, the row
+# z-scored).
+TUNED_SPEC = features.FeatureSpec(dataset="bag", task=features.MULTICLASS, label_key=LABEL_KEY,
+                                  numeric_keys=("row",), categoricals=())
+TUNED_FOLDS = 2
+
+
+@pytest.fixture(scope="module")
+def trainer_split(tmp_path_factory) -> tuple[list[str], str]:
+    """The train shards (gzip TFRecord) and Transform output directory a Trainer's fn_args name."""
+    root = tmp_path_factory.mktemp("trainer_transform")
+    raw_spec = {"row": tf.io.FixedLenFeature([], tf.float32), LABEL_KEY: tf.io.FixedLenFeature([], tf.int64)}
+    raw_rows = [{"row": float(row), LABEL_KEY: int(LABELS[row])} for row in range(ROWS)]
+    metadata = dataset_metadata.DatasetMetadata(schema_utils.schema_from_feature_spec(raw_spec))
+    custom_config = {features.CONFIG_KEY: TUNED_SPEC.to_config()}
+    with tft_beam.Context(temp_dir=tempfile.mkdtemp(dir=root), force_tf_compat_v1=TRANSFORM_FORCE_TF_COMPAT_V1):
+        (transformed, transformed_metadata), transform_fn = (raw_rows, metadata) | tft_beam.AnalyzeAndTransformDataset(
+            lambda inputs: preprocessing.preprocessing_fn(inputs, custom_config))
+        _ = transform_fn | tft_beam.WriteTransformFn(str(root / "transform_graph"))
+    coder = tft.coders.ExampleProtoCoder(transformed_metadata.schema)
+    shards = root / "Split-train"
+    shards.mkdir()
+    for shard in range(SHARDS):
+        with tf.io.TFRecordWriter(str(shards / f"transformed_examples-{shard:05d}-of-{SHARDS:05d}.gz"),
+                                  options="GZIP") as writer:
+            for row in transformed[shard::SHARDS]:
+                writer.write(coder.encode(row))
+    return [str(shards / "*")], str(root / "transform_graph")
+
+
+def _bagged_trial(trainer_split) -> tuple[FnArgs, TrainingConfig]:
+    """A trial's fn_args and knobs: two folds of about 30 rows, batches of 8, two short epochs."""
+    files, transform_dir = trainer_split
+    training = TrainingConfig(bag_folds=TUNED_FOLDS, epochs=2, batch_size=8, patience=5, hidden_units=(4,),
+                              steps_per_execution=1, strategy="default", precision="float32", xla="off",
+                              optimizer="adam")
+    assert config.bag_folds(training, ROWS) == TUNED_FOLDS
+    fn_args = FnArgs(train_files=files, transform_output=transform_dir,
+                     custom_config={features.CONFIG_KEY: TUNED_SPEC.to_config(), **training.to_config()})
+    return fn_args, training
+
+
+def _study_after(intermediate_values: dict[int, float]) -> optuna.Study:
+    """An in-memory study pruned as the Tuner's is, holding enough completed trials for its
+    pruner to judge (PRUNER_STARTUP_TRIALS), each with these losses after each fold."""
+    study = optuna.create_study(direction="minimize", sampler=optuna.samplers.RandomSampler(seed=0),
+                                pruner=optuna.pruners.MedianPruner(n_startup_trials=tuning.PRUNER_STARTUP_TRIALS))
+    for _ in range(tuning.PRUNER_STARTUP_TRIALS):
+        study.add_trial(optuna.trial.create_trial(value=float(np.mean(list(intermediate_values.values()))),
+                                                  intermediate_values=intermediate_values))
+    return study
+
+
+def test_a_bagged_trial_is_never_pruned_after_its_last_fold(trainer_split):
+    """The earlier trials were hopeless after their first fold (1e9) and perfect after their
+    last (0.0): the pruner lets this trial go on after fold 1 and would prune it after fold 2.
+    A trial that trained all its folds has cost all it will: it completes, scored by the mean
+    of its fold losses."""
+    fn_args, training = _bagged_trial(trainer_split)
+    study = _study_after({0: 1e9, TUNED_FOLDS - 1: 0.0})
+    trial = study.ask()
+    try:
+        score = tuning.objective(fn_args, training, trial)
+    finally:
+        keras.backend.clear_session()
+
+    fold_losses = trial.user_attrs[tuning._FOLD_LOSSES_ATTR]
+    assert len(fold_losses) == TUNED_FOLDS and all(np.isfinite(fold_losses)) and min(fold_losses) > 0
+    assert score == pytest.approx(float(np.mean(fold_losses)), rel=1e-9)
+    # The pruner was asked at the last fold's step and says prune (any real loss > 0.0): the
+    # objective alone decided not to.
+    assert trial.should_prune()
+    study.tell(trial, score)
+    finished = study.trials[-1]
+    assert finished.state == optuna.trial.TrialState.COMPLETE and finished.value == pytest.approx(score)
+    assert finished.intermediate_values == pytest.approx({0: fold_losses[0], 1: float(np.mean(fold_losses))})
+
+
+def test_a_bagged_trial_worse_than_the_median_after_a_fold_is_pruned_before_the_next(trainer_split):
+    """The earlier trials were perfect (0.0) after every fold: this trial is pruned after its
+    first fold, its one fold loss recorded, the second never trained."""
+    fn_args, training = _bagged_trial(trainer_split)
+    study = _study_after({fold: 0.0 for fold in range(TUNED_FOLDS)})
+    trial = study.ask()
+    try:
+        with pytest.raises(optuna.TrialPruned, match="fold 1:"):
+            tuning.objective(fn_args, training, trial)
+    finally:
+        keras.backend.clear_session()
+
+    fold_losses = trial.user_attrs[tuning._FOLD_LOSSES_ATTR]
+    assert len(fold_losses) == 1 and np.isfinite(fold_losses[0]) and fold_losses[0] > 0
+    study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+    finished = study.trials[-1]
+    assert finished.state == optuna.trial.TrialState.PRUNED
+    assert finished.intermediate_values == pytest.approx({0: fold_losses[0]})
