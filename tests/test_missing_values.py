@@ -9,7 +9,6 @@ import tempfile
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 import pytest
 import tensorflow as tf
 import tensorflow_transform.beam as tft_beam
@@ -17,12 +16,11 @@ from tensorflow_metadata.proto.v0 import schema_pb2
 from tensorflow_transform.tf_metadata import dataset_metadata, schema_utils
 
 from pipeline import datasets
-from pipeline.datasets import infer
-from pipeline.datasets import table as tables
 from pipeline.errors import ConfigError
 from pipeline.pipeline import TRANSFORM_FORCE_TF_COMPAT_V1
 from serving.errors import RowError
 from serving.rows import RowSchema
+from tests import one_column
 from trainer_module import features, preprocessing
 
 SPEC = features.FeatureSpec(dataset="w", task=features.REGRESSION, label_key="y", numeric_keys=("rain mm",),
@@ -57,11 +55,6 @@ def test_the_indicator_marks_the_named_values_only(transformed):
     assert features.FeatureSpec.from_config(SPEC.to_config()) == SPEC
 
 
-def _decisions(columns: dict[str, list]) -> dict[str, infer.Decision]:
-    rows = pa.table(columns)
-    return {column.name: infer.role_of(column) for column in infer.profile(rows, tables.statistics(rows))}
-
-
 def test_init_names_the_text_values_of_a_number_column():
     rng = np.random.default_rng(0)
     rain = [f"{v:.1f}" for v in rng.exponential(2.0, 300)]
@@ -69,7 +62,7 @@ def test_init_names_the_text_values_of_a_number_column():
     rain[5::50] = ["M"] * 6
     counts = [str(v) for v in rng.integers(0, 200, 300)]
     counts[::25] = ["none"] * 12
-    decisions = _decisions({
+    decisions = one_column.decisions({
         "rain": rain,
         "visitors": counts,
         "stars": [str(v) if i % 9 else "none" for i, v in enumerate(rng.integers(1, 6, 300))],
@@ -89,24 +82,14 @@ def test_init_names_the_text_values_of_a_number_column():
 def test_empty_cells_are_missing_not_one_of_the_texts():
     # As many empty cells as "T"s: the texts' counts tie with the empty cells' (init crashed).
     rain = [f"{tenths / 10:.1f}" for tenths in range(280)] + ["T"] * 10 + [None] * 10
-    decision = _decisions({"rain": rain})["rain"]
+    decision = one_column.decisions({"rain": rain})["rain"]
     assert (decision.role, decision.missing_values) == ("numeric", ("T",))
     assert decision.reason == ("numbers, and 'T' in 10 rows: read as missing, with an indicator; "
                                "10 of 300 rows empty (imputed)")
 
 
-def _dataset_file(tmp_path, rain: str, schema_type: str = "BYTES") -> str:
-    (tmp_path / "data").mkdir(exist_ok=True)
-    (tmp_path / "w.schema.pbtxt").write_text(
-        f'feature {{ name: "y" type: FLOAT }}\nfeature {{ name: "rain mm" type: {schema_type} }}\n')
-    (tmp_path / "w.toml").write_text(
-        'name = "w"\ndata_root = "data"\nlabel = "y"\ntask = "regression"\nschema = "w.schema.pbtxt"\n'
-        f'[features]\n"rain mm" = {rain}\n[blessing]\nmetric = "rmse"\nthreshold = 1.0\n')
-    return str(tmp_path / "w.toml")
-
-
 def test_the_dataset_file_carries_the_values_to_transform(tmp_path):
-    spec = datasets.load(_dataset_file(tmp_path, '{role = "numeric", missing_values = ["T", " n/a "]}'))
+    spec = datasets.load(one_column.dataset_file(tmp_path, "rain mm", '{role = "numeric", missing_values = ["T", " n/a "]}'))
     assert spec.feature_spec().missing_values == (("rain mm", ("T", "n/a")),)
 
 
@@ -119,7 +102,7 @@ def test_the_dataset_file_carries_the_values_to_transform(tmp_path):
 ])
 def test_a_wrong_setting_is_one_error(tmp_path, rain, message):
     with pytest.raises(ConfigError, match="rain mm") as raised:
-        datasets.load(_dataset_file(tmp_path, rain))
+        datasets.load(one_column.dataset_file(tmp_path, "rain mm", rain))
     assert message in str(raised.value)
 
 

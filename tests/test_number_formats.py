@@ -10,7 +10,6 @@ import tempfile
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 import pytest
 import tensorflow as tf
 import tensorflow_transform.beam as tft_beam
@@ -18,12 +17,11 @@ from tensorflow_metadata.proto.v0 import schema_pb2
 from tensorflow_transform.tf_metadata import dataset_metadata, schema_utils
 
 from pipeline import datasets
-from pipeline.datasets import infer
-from pipeline.datasets import table as tables
 from pipeline.errors import ConfigError
 from pipeline.pipeline import TRANSFORM_FORCE_TF_COMPAT_V1
 from serving.errors import RowError
 from serving.rows import RowSchema
+from tests import one_column
 from trainer_module import features, preprocessing
 
 US, EU = "1,234.56", "1.234,56"
@@ -63,11 +61,6 @@ def test_the_spec_keeps_the_formats():
     assert features.FeatureSpec.from_config(SPEC.to_config()) == SPEC
 
 
-def _decisions(columns: dict[str, list]) -> dict[str, infer.Decision]:
-    rows = pa.table(columns)
-    return {column.name: infer.role_of(column) for column in infer.profile(rows, tables.statistics(rows))}
-
-
 def test_init_reads_grouped_numbers_as_numbers():
     rng = np.random.default_rng(0)
     amounts = rng.uniform(0, 2_000_000, 300)
@@ -76,7 +69,7 @@ def test_init_reads_grouped_numbers_as_numbers():
     eu = [f"{v:,.2f}".replace(",", " ").replace(".", ",").replace(" ", ".") for v in amounts]
     # A trace ("T") in as many rows as are empty: the empty cells are missing, not a text.
     with_text = whole[:280] + ["T"] * 10 + [None] * 10
-    decisions = _decisions({"price": us, "salary": whole, "preis": eu, "rain": with_text})
+    decisions = one_column.decisions({"price": us, "salary": whole, "preis": eu, "rain": with_text})
     assert (decisions["price"].role, decisions["price"].number_format) == ("numeric", US)
     assert "numbers written 1,234.56" in decisions["price"].reason
     # "12,000" alone could be twelve (a decimal comma) or twelve thousand: grouping first.
@@ -88,7 +81,7 @@ def test_init_reads_grouped_numbers_as_numbers():
 
 
 def test_plain_numbers_and_few_grouped_values_keep_their_roles():
-    decisions = _decisions({
+    decisions = one_column.decisions({
         "plain": [f"{v:.1f}" if i % 10 else "T" for i, v in enumerate(np.linspace(0, 5, 300))],
         "thousands": [f"{(i % 5 + 1) * 1000:,}" for i in range(300)],  # five values: categories
     })
@@ -96,18 +89,8 @@ def test_plain_numbers_and_few_grouped_values_keep_their_roles():
     assert decisions["thousands"].role == "categorical"
 
 
-def _dataset_file(tmp_path, price: str, schema_type: str = "BYTES") -> str:
-    (tmp_path / "data").mkdir(exist_ok=True)
-    (tmp_path / "p.schema.pbtxt").write_text(
-        f'feature {{ name: "y" type: FLOAT }}\nfeature {{ name: "price" type: {schema_type} }}\n')
-    (tmp_path / "p.toml").write_text(
-        'name = "p"\ndata_root = "data"\nlabel = "y"\ntask = "regression"\nschema = "p.schema.pbtxt"\n'
-        f'[features]\nprice = {price}\n[blessing]\nmetric = "rmse"\nthreshold = 1.0\n')
-    return str(tmp_path / "p.toml")
-
-
 def test_the_dataset_file_carries_the_format_to_transform(tmp_path):
-    spec = datasets.load(_dataset_file(tmp_path, f'{{role = "numeric", number_format = "{EU}"}}'))
+    spec = datasets.load(one_column.dataset_file(tmp_path, "price", f'{{role = "numeric", number_format = "{EU}"}}'))
     assert spec.feature_spec().number_formats == (("price", EU),)
     assert spec.feature_spec().missing_values == ()
 
@@ -119,7 +102,7 @@ def test_the_dataset_file_carries_the_format_to_transform(tmp_path):
 ])
 def test_a_wrong_format_is_one_error(tmp_path, price, message):
     with pytest.raises(ConfigError, match="price") as raised:
-        datasets.load(_dataset_file(tmp_path, price))
+        datasets.load(one_column.dataset_file(tmp_path, "price", price))
     assert message in str(raised.value)
 
 

@@ -7,15 +7,13 @@ import functools
 import tempfile
 
 import numpy as np
-import pyarrow as pa
 import pytest
 import tensorflow as tf
 import tensorflow_transform.beam as tft_beam
 from tensorflow_transform.tf_metadata import dataset_metadata, schema_utils
 
-from pipeline.datasets import infer
-from pipeline.datasets import table as tables
 from pipeline.pipeline import TRANSFORM_FORCE_TF_COMPAT_V1
+from tests import one_column
 from trainer_module import features, layers, model, preprocessing
 
 SPEC = features.FeatureSpec(dataset="r", task=features.BINARY, label_key="liked", numeric_keys=(),
@@ -79,15 +77,10 @@ def test_the_model_reads_a_text_input():
     assert out.shape == (2, 1) and np.isfinite(out).all()
 
 
-def _decisions(columns: dict[str, list]) -> dict[str, infer.Decision]:
-    rows = pa.table(columns)
-    return {column.name: infer.role_of(column) for column in infer.profile(rows, tables.statistics(rows))}
-
-
 def test_init_tells_free_text_from_identifiers():
     rng = np.random.default_rng(0)
     words = np.array(["good", "bad", "food", "slow", "the", "was", "very", "and", "service", "cold"])
-    decisions = _decisions({
+    decisions = one_column.decisions({
         "review": [" ".join(rng.choice(words, rng.integers(4, 12))) for _ in range(200)],
         "title": [" ".join(rng.choice(words, 3)) for _ in range(200)],
         "customer": [f"{a} {b}" for a, b in zip(rng.choice(["Ann", "Bo", "Cy", "Di"], 200), range(200))],
