@@ -63,12 +63,6 @@ def number_pattern(number_format: str | None = None) -> str:
     return rf"\s*[-+]?(\d{{1,3}}({grouping}\d{{3}})+|\d+)({decimal}\d+)?\s*"
 
 
-def plain_number(text: str, number_format: str | None) -> str:
-    """A number in that format written as NUMBER_PATTERN writes it ("1.234,5" -> "1234.5")."""
-    if number_format is None:
-        return text
-    grouping, decimal = NUMBER_FORMATS[number_format]
-    return text.replace(grouping, "").replace(decimal, ".")
 # What a date column becomes in Transform: days since the training dates' mean and the year
 # (both z-scored), and the position in each cycle as sine and cosine (0 and 0 when missing).
 DATE_SCALED_PARTS = ("days", "year")

@@ -95,7 +95,7 @@ def _number(value: tf.Tensor | tf.SparseTensor, number_format: str | None = None
         return tf.cast(value, tf.float32)
     text = tf.strings.strip(_to_dense(value, default=""))
     readable = tf.strings.regex_full_match(text, features.number_pattern(number_format))
-    if number_format is not None:  # as features.plain_number does
+    if number_format is not None:  # the grouping dropped, the decimal mark a point
         grouping, decimal = features.NUMBER_FORMATS[number_format]
         text = tf.strings.regex_replace(tf.strings.regex_replace(text, re.escape(grouping), ""),
                                         re.escape(decimal), ".")

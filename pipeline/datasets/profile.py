@@ -91,7 +91,7 @@ def _numbers(array: pa.Array) -> dict[str, Any]:
         return {}
     plain = pc.utf8_trim_whitespace(numbers)
     decimal_mark = r"[.eE]"
-    if number_format is not None:  # as features.plain_number writes them
+    if number_format is not None:  # the grouping dropped, the decimal mark a point
         grouping, decimal = NUMBER_FORMATS[number_format]
         plain = pc.replace_substring(pc.replace_substring(plain, grouping, ""), decimal, ".")
         decimal_mark = re.escape(decimal)
