@@ -177,7 +177,7 @@ def test_beams_worker_processes_write_the_same(tmp_path):
     synthetic.generate(tmp_path / "data", 3_000, workers=1)
     (tmp_path / "data" / "copy.csv").write_bytes(next((tmp_path / "data").glob("*.csv")).read_bytes())
     context = base_beam_executor.BaseBeamExecutor.Context(
-        beam_pipeline_args=local.beam_pipeline_args("multi_process"), tmp_dir=str(tmp_path / "tmp"))
+        beam_pipeline_args=local.prepare_direct_runner("multi_process"), tmp_dir=str(tmp_path / "tmp"))
     output = _output(tmp_path / "arrow")
     assert executor.Executor(context)._do_with_arrow(output, csv_properties(tmp_path / "data", (4, 1)))
     output_reference = _output(tmp_path / "reference")

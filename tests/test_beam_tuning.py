@@ -3,7 +3,9 @@ signature cache on, Beam reads the same arguments, defaults and state specs as w
 
 from __future__ import annotations
 
+import base64
 import functools
+import types
 
 import apache_beam as beam
 import pytest
@@ -73,12 +75,16 @@ def test_a_mapped_function_keeps_its_own_arguments(cached) -> None:
 
 
 def test_a_pipeline_gives_the_same_result_with_the_cache() -> None:
-    beam_tuning.cache_signatures()
-    with beam.Pipeline() as pipeline:
-        counted = (pipeline | beam.Create([("a", 1), ("b", 2), ("a", 3)])
-                   | beam.ParDo(_Counting()) | beam.combiners.ToList())
-        beam_testing.assert_that(
-            counted, lambda rows: _equal(sorted(rows[0]), [("a", 1), ("a", 2), ("b", 1)]))
+    # Every in-memory setting at once, as a run has them: cached signatures and specs, bare pickles.
+    beam_tuning.tune("in_memory")
+    try:
+        with beam.Pipeline() as pipeline:
+            counted = (pipeline | beam.Create([("a", 1), ("b", 2), ("a", 3)])
+                       | beam.ParDo(_Counting()) | beam.combiners.ToList())
+            beam_testing.assert_that(
+                counted, lambda rows: _equal(sorted(rows[0]), [("a", 1), ("a", 2), ("b", 1)]))
+    finally:
+        beam_tuning.compress_pickles(True)
 
 
 class _Counting(beam.DoFn):
@@ -112,3 +118,49 @@ def test_cached_option_views_read_and_write_the_options_they_come_from() -> None
     other = PipelineOptions(["--direct_num_workers=1"])
     assert other.view_as(DirectOptions).direct_num_workers == 1
     assert options.view_as(DirectOptions).direct_num_workers == 5
+
+
+class _TwoTimestamps(beam.DoFn):
+    def process(self, element, first=beam.DoFn.TimestampParam, second=beam.DoFn.TimestampParam):  # noqa: B008
+        yield element
+
+
+def _stateful_by_hand() -> beam.DoFn:
+    """A _Plain whose process is _Stateful's, set on the instance: its class says nothing."""
+    dofn = _Plain()
+    dofn.process = types.MethodType(_Stateful.process, dofn)  # type: ignore[method-assign]
+    return dofn
+
+
+def test_remembered_dofn_specs_are_each_dofns_own() -> None:
+    dofns = [_Stateful(), _Plain(), _stateful_by_hand(), CallableWrapperDoFn(lambda x: [x])]
+    uncached = [userstate.get_dofn_specs(d) for d in dofns]
+    assert uncached[:3] == [({COUNT}, set()), (set(), set()), ({COUNT}, set())], uncached
+    beam_tuning.cache_dofn_specs()
+    for order in (dofns, dofns[::-1], dofns):  # each answer its own, whichever was asked first
+        assert [userstate.get_dofn_specs(d) for d in order] == [uncached[dofns.index(d)] for d in order]
+    assert [userstate.is_stateful_dofn(d) for d in dofns[:3]] == [True, False, True]
+    for _ in range(2):  # an invalid DoFn raises each time it is asked about, not only the first
+        with pytest.raises(ValueError, match="duplicate process method parameters"):
+            userstate.get_dofn_specs(_TwoTimestamps())
+
+
+def test_pickles_stay_uncompressed_only_for_this_process() -> None:
+    from apache_beam.internal import dill_pickler, pickler
+
+    value = {"fn": _function, "rows": list(range(100)), "text": "x" * 1000}
+    try:
+        beam_tuning.tune("in_memory")
+        beams_own_loads = dill_pickler.loads.beams_own  # what a worker process with Beam as is runs
+        plain = pickler.dumps(value)
+        assert base64.b64decode(plain)[:1] == b"\x80", "a bare pickle"
+        assert pickler.loads(plain) == value
+        with pytest.raises(OSError):  # why a run whose workers are other processes compresses
+            beams_own_loads(plain)
+        beam_tuning.tune("multi_process")
+        compressed = pickler.dumps(value)
+        assert base64.b64decode(compressed)[:3] == b"BZh", "bz2, as Beam writes it"
+        assert beams_own_loads(compressed) == value
+        assert pickler.loads(compressed) == value
+    finally:
+        beam_tuning.compress_pickles(True)

@@ -85,6 +85,7 @@ def run(config: PipelineConfig, data_root: Path, run_id: str | None = None,
         mode = beam_mode(config, data_root)
         args, described = prepare_direct_runner(mode), f"{mode} DirectRunner"
     else:
+        beam_tuning.compress_pickles(True)  # the cluster's workers read only Beam's own pickles
         args, described = cluster.pipeline_args(beam), cluster.describe(beam)
     pipeline = create_pipeline(
         dataclasses.replace(config, enable_cache=cache_enabled(config)),
