@@ -31,7 +31,7 @@ from tensorflow_transform.tf_metadata import dataset_metadata, schema_utils
 from tfx.components.trainer.fn_args_utils import FnArgs
 
 from pipeline.pipeline import TRANSFORM_FORCE_TF_COMPAT_V1
-from trainer_module import config, features, input, members, model, preprocessing, train, tuning
+from trainer_module import config, features, input, members, model, preprocessing, studies, train, tuning
 from trainer_module.config import TrainingConfig
 from trainer_module.input import EpochSteps
 from trainer_module.yardsticks import EVAL_METRIC
@@ -376,8 +376,8 @@ def _study_after(intermediate_values: dict[int, float]) -> optuna.Study:
     """An in-memory study pruned as the Tuner's is, holding enough completed trials for its
     pruner to judge (PRUNER_STARTUP_TRIALS), each with these losses after each fold."""
     study = optuna.create_study(direction="minimize", sampler=optuna.samplers.RandomSampler(seed=0),
-                                pruner=optuna.pruners.MedianPruner(n_startup_trials=tuning.PRUNER_STARTUP_TRIALS))
-    for _ in range(tuning.PRUNER_STARTUP_TRIALS):
+                                pruner=optuna.pruners.MedianPruner(n_startup_trials=studies.PRUNER_STARTUP_TRIALS))
+    for _ in range(studies.PRUNER_STARTUP_TRIALS):
         study.add_trial(optuna.trial.create_trial(value=float(np.mean(list(intermediate_values.values()))),
                                                   intermediate_values=intermediate_values))
     return study
@@ -396,7 +396,7 @@ def test_a_bagged_trial_is_never_pruned_after_its_last_fold(trainer_split):
     finally:
         keras.backend.clear_session()
 
-    fold_losses = trial.user_attrs[tuning._FOLD_LOSSES_ATTR]
+    fold_losses = trial.user_attrs[studies.FOLD_LOSSES_ATTR]
     assert len(fold_losses) == TUNED_FOLDS and all(np.isfinite(fold_losses)) and min(fold_losses) > 0
     assert score == pytest.approx(float(np.mean(fold_losses)), rel=1e-9)
     # The pruner was asked at the last fold's step and says prune (any real loss > 0.0): the
@@ -420,7 +420,7 @@ def test_a_bagged_trial_worse_than_the_median_after_a_fold_is_pruned_before_the_
     finally:
         keras.backend.clear_session()
 
-    fold_losses = trial.user_attrs[tuning._FOLD_LOSSES_ATTR]
+    fold_losses = trial.user_attrs[studies.FOLD_LOSSES_ATTR]
     assert len(fold_losses) == 1 and np.isfinite(fold_losses[0]) and fold_losses[0] > 0
     study.tell(trial, state=optuna.trial.TrialState.PRUNED)
     finished = study.trials[-1]

@@ -411,16 +411,20 @@ def readme_deploy_commands() -> list[list[str]]:
             for line in joined.splitlines() if line.strip().startswith(".venv/bin/turbotfx ")]
 
 
-def test_readme_deploy_commands_work(tmp_path):
+def test_readme_deploy_commands_work(tmp_path, monkeypatch):
     commands = readme_deploy_commands()
     assert [c[0] for c in commands] == ["compile", "compile", "submit", "submit", "compile"]
-    env = {**os.environ, **NO_CLOUD, "TURBOTFX_HOME": str(tmp_path / "home")}
-    for command in commands:
+    monkeypatch.chdir(tmp_path)  # the commands' relative paths
+    # The first in a process of its own, as a user types it; the rest in this one (the
+    # submit tests above run `submit` in processes of their own).
+    first = subprocess.run([sys.executable, "-m", "pipeline.cli", *commands[0]], cwd=tmp_path, capture_output=True,
+                           text=True, timeout=300, env={**os.environ, **NO_CLOUD, "TURBOTFX_HOME": str(tmp_path / "home")})
+    assert first.returncode == 0, (commands[0], first.stdout + first.stderr)
+    for command in commands[1:]:
         if command[0] == "submit":
             command = [*command, "--dry-run"]  # offline: print the request, send nothing
-        done = subprocess.run([sys.executable, "-m", "pipeline.cli", *command], cwd=tmp_path,
-                              capture_output=True, text=True, timeout=300, env=env)
-        assert done.returncode == 0, (command, done.stdout + done.stderr)
+        done = cli(*command, home=tmp_path / "home", env=NO_CLOUD)
+        assert done.exit_code == 0, (command, done.output)
         if command[0] == "submit":
             request = json.loads(done.stdout)
             assert request.get("pipelineJob") or request.get("run")

@@ -21,7 +21,7 @@ from pipeline.store import study as study_storage
 from pipeline.store.url import PASSWORD_ENV_VAR, sqlalchemy_url
 from tests import REPO
 from tests.conftest import cli
-from trainer_module import search_space, tuning
+from trainer_module import search_space, studies
 
 # A parent that starts a child the way the Tuner's executor starts a worker (its pid last on
 # the command line), prints the child's pid, and waits to be killed.
@@ -61,23 +61,23 @@ def _gone(process: psutil.Process, timeout_s: float) -> bool:
 
 
 def test_a_trial_its_dead_worker_was_running_is_recorded_failed_with_the_cause(tmp_path):
-    request = tuning.StudyRequest(family="dnn", trials=4, storage=f"sqlite:///{tmp_path / 'study.sqlite'}",
+    request = studies.StudyRequest(family="dnn", trials=4, storage=f"sqlite:///{tmp_path / 'study.sqlite'}",
                                   study_name="shared")
     study = optuna.create_study(study_name="shared", storage=request.storage, direction="minimize")
     lost_trial, other_machines = study.ask(), study.ask()  # both left running
-    lost_trial.set_user_attr("ran_by", tuning.ran_by(4242))
+    lost_trial.set_user_attr("ran_by", studies.ran_by(4242))
     other_machines.set_user_attr("ran_by", "elsewhere:7")
     done = study.ask()
-    done.set_user_attr("ran_by", tuning.ran_by(4242))
+    done.set_user_attr("ran_by", studies.ran_by(4242))
     study.tell(done, 0.5)
 
     cause = "its tuning worker process ended mid-trial (exit -9)"
-    assert tuning.fail_lost_trials(request, {tuning.ran_by(4242): cause}) == 1
-    records = {r.number: r for r in map(tuning.record, optuna.load_study(
+    assert studies.fail_lost_trials(request, {studies.ran_by(4242): cause}) == 1
+    records = {r.number: r for r in map(studies.record, optuna.load_study(
         study_name="shared", storage=request.storage).get_trials(deepcopy=False))}
-    assert (records[lost_trial.number].state, records[lost_trial.number].error) == (tuning.FAILED, cause)
-    assert records[other_machines.number].state == tuning.RUNNING  # another process's: left alone
-    assert records[done.number].state == tuning.COMPLETE and records[done.number].score == 0.5
+    assert (records[lost_trial.number].state, records[lost_trial.number].error) == (studies.FAILED, cause)
+    assert records[other_machines.number].state == studies.RUNNING  # another process's: left alone
+    assert records[done.number].state == studies.COMPLETE and records[done.number].score == 0.5
 
 
 # The bounds docs/training.md promises.
@@ -145,12 +145,12 @@ def test_a_study_of_another_datasets_model_is_refused_before_any_work(tmp_path):
 def test_the_tuner_itself_refuses_a_study_claimed_since_the_check(tmp_path):
     """The check before the run and the Tuner are minutes apart: the Tuner checks again."""
     storage = f"sqlite:///{tmp_path / 'studies.sqlite'}"
-    first = tuning.StudyRequest(family="dnn", storage=storage, study_name="shared", owner=owner_of("penguins"))
-    tuning._create_or_join(first)
-    tuning._create_or_join(first)  # the same dataset again: joins
-    other = tuning.StudyRequest(family="dnn", storage=storage, study_name="shared", owner=owner_of("synthetic"))
-    with pytest.raises(tuning.StudyOwnerError, match="holds the trials of model 'penguins'"):
-        tuning._create_or_join(other)
+    first = studies.StudyRequest(family="dnn", storage=storage, study_name="shared", owner=owner_of("penguins"))
+    studies.create_or_join(first)
+    studies.create_or_join(first)  # the same dataset again: joins
+    other = studies.StudyRequest(family="dnn", storage=storage, study_name="shared", owner=owner_of("synthetic"))
+    with pytest.raises(studies.StudyOwnerError, match="holds the trials of model 'penguins'"):
+        studies.create_or_join(other)
 
 
 def _first_samples(seed: int | None) -> list[float]:

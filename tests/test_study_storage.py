@@ -1,5 +1,5 @@
 """Processes that start one shared study together on an empty MariaDB database race to create
-Optuna's tables; each must end up in the study (trainer_module/tuning.py)."""
+Optuna's tables; each must end up in the study (trainer_module/studies.py)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ ROUNDS = 3
 # round's go file appears: all of them reach that round's empty database at once.
 JOIN = textwrap.dedent("""
     import json, os, sys, time
-    from trainer_module import tuning
+    from trainer_module import studies
     urls, folder, me = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3]
 
     def wait_for(name):
@@ -29,7 +29,7 @@ JOIN = textwrap.dedent("""
     open(os.path.join(folder, f"ready-{me}"), "w").close()
     for round_number, url in enumerate(urls):
         wait_for(f"go-{round_number}")
-        study = tuning._create_or_join(tuning.StudyRequest(family="dnn", storage=url, study_name="shared"))
+        study = studies.create_or_join(studies.StudyRequest(family="dnn", storage=url, study_name="shared"))
         print(study.study_name, flush=True)
         open(os.path.join(folder, f"done-{round_number}-{me}"), "w").close()
 """)

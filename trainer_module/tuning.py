@@ -17,7 +17,6 @@ import dataclasses
 import logging
 import math
 import os
-import socket
 import time
 from typing import Any, Callable
 
@@ -31,118 +30,30 @@ from tfx.components.trainer.fn_args_utils import FnArgs
 from trainer_module import callbacks, config, features, input, members, model, progress, search_space, train
 from trainer_module.config import TrainingConfig
 from trainer_module.input import EpochSteps
+from trainer_module.studies import (
+    ERROR_ATTR,
+    FOLD_LOSSES_ATTR,
+    RAN_BY_ATTR,
+    VALUES_ATTR,
+    StudyRequest,
+    StudyResult,
+    TrialRecord,
+    best_of,
+    create_or_join,
+    ran_by,
+    record,
+)
 
 # A trial's validation slice: the share the run would hold out, and at least this much (the
 # defaults' 10 % of a small table is a few dozen rows, too noisy to rank trials by).
 MIN_VALIDATION_SHARE = 0.2
-# The median pruner leaves the first trials alone (nothing to compare with) and a one-model
-# trial's first epochs (a slow start is not a bad configuration); a bagged trial is compared
-# fold by fold.
-PRUNER_STARTUP_TRIALS = 3
+# The median pruner leaves a one-model trial's first epochs alone (a slow start is not a bad
+# configuration); a bagged trial is compared fold by fold.
 PRUNER_WARMUP_EPOCHS = 3
 # What each trial's score is: lower is better.
 OBJECTIVE = "validation loss"
-# Trial states as recorded (Optuna's FAIL as "failed").
-COMPLETE, PRUNED, FAILED, RUNNING = "complete", "pruned", "failed", "running"
-_STATES = {optuna.trial.TrialState.COMPLETE: COMPLETE, optuna.trial.TrialState.PRUNED: PRUNED,
-           optuna.trial.TrialState.FAIL: FAILED, optuna.trial.TrialState.RUNNING: RUNNING,
-           optuna.trial.TrialState.WAITING: RUNNING}
-# The user attributes holding a trial's knob values in JSON types, the process that ran it and
-# why it failed.
-_VALUES_ATTR, _RAN_BY_ATTR, _ERROR_ATTR = "values", "ran_by", "error"
-# A bagged trial's best-epoch validation loss of each fold it trained.
-_FOLD_LOSSES_ATTR = "fold_losses"
 # Stop after this many failed trials in a row: the configuration, not the sample, is wrong.
 MAX_FAILURES_IN_A_ROW = 3
-
-
-@dataclasses.dataclass(frozen=True)
-class StudyRequest:
-    """What to search and for how long: trials (None: until minutes run out), minutes (None:
-    no limit), storage (an SQLAlchemy URL; None: in memory, this process alone)."""
-    family: str
-    knobs: tuple[str, ...] = ()
-    trials: int | None = None
-    minutes: float | None = None
-    storage: str | None = None
-    study_name: str = "turbotfx"
-    # Sampler seed: each worker of a shared study needs its own (None: a random one).
-    seed: int | None = 0
-    # Whose trials the study holds (search_space.study_owner); "" claims nothing.
-    owner: str = ""
-    # Configurations tried first (knob values, JSON types): the untuned one.
-    first: tuple[dict[str, Any], ...] = ()
-
-    @property
-    def dimensions(self) -> dict[str, search_space.Dimension]:
-        return search_space.space(self.family, self.knobs)
-
-
-@dataclasses.dataclass(frozen=True)
-class TrialRecord:
-    number: int
-    state: str
-    # The trial's validation loss: its best epoch's, or a pruned trial's last; None if it failed.
-    score: float | None
-    duration_s: float | None
-    values: dict[str, Any]
-    # The last step reported: an epoch of one model, a fold of a bagged one (a pruned trial's:
-    # where it stopped).
-    steps: int = 0
-    # Which process ran it (HOST:PID): a shared study's trials come from several.
-    ran_by: str = ""
-    error: str = ""  # a failed trial's cause
-    # A bagged trial's loss per fold trained (its score: their mean); [] for one model.
-    fold_losses: list[float] = dataclasses.field(default_factory=list)
-
-    def as_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-
-@dataclasses.dataclass(frozen=True)
-class StudyResult:
-    best: TrialRecord
-    trials: list[TrialRecord]  # every trial of the study, this process's and others'
-    ran_here: list[int]  # the numbers of the trials this process ran
-    wall_s: float
-
-
-# Processes that start together on an empty storage race to create Optuna's tables (MySQL:
-# "Table ... already exists"); the one that loses finds them made when it tries again.
-CREATE_ATTEMPTS = 5
-CREATE_RETRY_S = 0.5
-
-
-class StudyOwnerError(ValueError):
-    """The named study holds another dataset's trials."""
-
-
-def _create_or_join(request: StudyRequest) -> optuna.Study:
-    study = _created_or_joined(request)
-    if request.owner:
-        claimed = study.user_attrs.get(search_space.STUDY_OWNER_ATTR)
-        if claimed is None:
-            study.set_user_attr(search_space.STUDY_OWNER_ATTR, request.owner)
-        elif claimed != request.owner:
-            raise StudyOwnerError(f"study {request.study_name!r} holds the trials of {claimed}, not of "
-                                  f"{request.owner}; name another study (--tune-study)")
-    return study
-
-
-def _created_or_joined(request: StudyRequest) -> optuna.Study:
-    from sqlalchemy import exc as sql_errors
-
-    for attempt in range(1, CREATE_ATTEMPTS + 1):
-        try:
-            return optuna.create_study(
-                study_name=request.study_name, storage=request.storage, direction="minimize", load_if_exists=True,
-                sampler=optuna.samplers.TPESampler(seed=request.seed),
-                pruner=optuna.pruners.MedianPruner(n_startup_trials=PRUNER_STARTUP_TRIALS))
-        except (sql_errors.OperationalError, sql_errors.ProgrammingError, sql_errors.IntegrityError):
-            if attempt == CREATE_ATTEMPTS:
-                raise
-            time.sleep(CREATE_RETRY_S * attempt)
-    raise AssertionError("unreachable")
 
 
 def run_study(fn_args: FnArgs, base: TrainingConfig, request: StudyRequest,
@@ -152,7 +63,7 @@ def run_study(fn_args: FnArgs, base: TrainingConfig, request: StudyRequest,
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     dimensions = request.dimensions
     kinds = {field.name: type(field.default) for field in dataclasses.fields(TrainingConfig)}
-    study = _create_or_join(request)
+    study = create_or_join(request)
     for values in request.first:
         study.enqueue_trial(search_space.as_sampler_params(dimensions, _inside(dimensions, values)),
                             skip_if_exists=True)
@@ -164,8 +75,8 @@ def run_study(fn_args: FnArgs, base: TrainingConfig, request: StudyRequest,
         trial = study.ask()
         ran_here.append(trial.number)
         values = search_space.sample(trial, dimensions, kinds)
-        trial.set_user_attr(_VALUES_ATTR, values)
-        trial.set_user_attr(_RAN_BY_ATTR, ran_by(os.getpid()))
+        trial.set_user_attr(VALUES_ATTR, values)
+        trial.set_user_attr(RAN_BY_ATTR, ran_by(os.getpid()))
         training = dataclasses.replace(base, **{name: config.coerce(_field(name), value)
                                                 for name, value in values.items()})
         try:
@@ -175,7 +86,7 @@ def run_study(fn_args: FnArgs, base: TrainingConfig, request: StudyRequest,
             failures = 0
         except Exception as err:  # a trial's own failure (a batch too big, a NaN loss): the next may work
             logging.warning("trial %d failed: %s", trial.number, err, exc_info=True)
-            trial.set_user_attr(_ERROR_ATTR, str(err)[:500])
+            trial.set_user_attr(ERROR_ATTR, str(err)[:500])
             study.tell(trial, state=optuna.trial.TrialState.FAIL)
             failures += 1
             if failures >= MAX_FAILURES_IN_A_ROW:
@@ -189,68 +100,13 @@ def run_study(fn_args: FnArgs, base: TrainingConfig, request: StudyRequest,
         finally:
             keras.backend.clear_session()
         records = [record(t) for t in study.get_trials(deepcopy=False)]
-        best = _best(records)
+        best = best_of(records)
         on_trial(next(r for r in records if r.number == trial.number), best)
     records = [record(t) for t in study.get_trials(deepcopy=False)]
-    best = _best(records)
+    best = best_of(records)
     if best is None:
         raise RuntimeError(f"no tuning trial completed ({len(records)} ran); see the log for why")
     return StudyResult(best=best, trials=records, ran_here=ran_here, wall_s=time.monotonic() - started)
-
-
-def reload(request: StudyRequest, result: StudyResult) -> StudyResult:
-    """result with the study's trials as its storage holds them now (after other processes'
-    last trials ended)."""
-    assert request.storage, "only a study in a storage outlives its process"
-    study = optuna.load_study(study_name=request.study_name, storage=request.storage)
-    records = [record(t) for t in study.get_trials(deepcopy=False)]
-    return dataclasses.replace(result, trials=records, best=_best(records) or result.best)
-
-
-def fail_lost_trials(request: StudyRequest, lost: dict[str, str]) -> int:
-    """Records as failed, with its cause, each trial still running in the storage that a
-    process which has ended was running (lost: its ran_by, "host:pid", and why it ended): a
-    worker killed mid-trial would leave it running for ever. Other processes' trials are left
-    alone (a shared study's other machines). How many were failed."""
-    assert request.storage, "only a study in a storage outlives its process"
-    storage = optuna.storages.get_storage(request.storage)
-    study_id = storage.get_study_id_from_name(request.study_name)
-    failed = 0
-    for trial in storage.get_all_trials(study_id, deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
-        cause = lost.get(str(trial.user_attrs.get(_RAN_BY_ATTR, "")))
-        if cause is None:
-            continue
-        trial_id = storage.get_trial_id_from_study_id_trial_number(study_id, trial.number)
-        storage.set_trial_user_attr(trial_id, _ERROR_ATTR, cause)
-        storage.set_trial_state_values(trial_id, optuna.trial.TrialState.FAIL)
-        failed += 1
-    return failed
-
-
-def ran_by(pid: int) -> str:
-    """How a trial names the process that ran it."""
-    return f"{socket.gethostname()}:{pid}"
-
-
-def request_json(request: StudyRequest) -> dict[str, Any]:
-    return {**dataclasses.asdict(request), "knobs": list(request.knobs), "first": list(request.first)}
-
-
-def request_from_json(document: dict[str, Any]) -> StudyRequest:
-    return StudyRequest(**{**document, "knobs": tuple(document.get("knobs", ())),
-                           "first": tuple(document.get("first", ()))})
-
-
-def record(trial: optuna.trial.FrozenTrial) -> TrialRecord:
-    duration = trial.duration.total_seconds() if trial.duration is not None else None
-    steps = trial.intermediate_values
-    return TrialRecord(number=trial.number, state=_STATES.get(trial.state, FAILED),
-                       score=float(trial.value) if trial.value is not None else None,
-                       duration_s=round(duration, 3) if duration is not None else None,
-                       values=dict(trial.user_attrs.get(_VALUES_ATTR, {})), steps=max(steps) + 1 if steps else 0,
-                       ran_by=str(trial.user_attrs.get(_RAN_BY_ATTR, "")),
-                       error=str(trial.user_attrs.get(_ERROR_ATTR, "")),
-                       fold_losses=list(trial.user_attrs.get(_FOLD_LOSSES_ATTR, [])))
 
 
 def objective(fn_args: FnArgs, training: TrainingConfig, trial: optuna.Trial) -> float:
@@ -280,7 +136,7 @@ def _network_loss(fn_args: FnArgs, training: TrainingConfig, trial: optuna.Trial
         losses: list[float] = []
         for fold, data in enumerate(members_data):
             losses.append(_fit(run, training, shape, label_scale, weights, data, pruning=None))
-            trial.set_user_attr(_FOLD_LOSSES_ATTR, losses)
+            trial.set_user_attr(FOLD_LOSSES_ATTR, losses)
             # Pruned on the folds scored so far against other trials' same folds.
             trial.report(float(np.mean(losses)), fold)
             if fold + 1 < folds and trial.should_prune():
@@ -373,11 +229,6 @@ class _Pruning(keras.callbacks.Callback):
         last = epoch + 1 >= self.params.get("epochs", epoch + 1)
         if not last and self.trial.should_prune():
             raise optuna.TrialPruned(f"epoch {epoch + 1}: validation loss {loss:.4f}")
-
-
-def _best(records: list[TrialRecord]) -> TrialRecord | None:
-    complete = [r for r in records if r.state == COMPLETE and r.score is not None]
-    return min(complete, key=lambda r: (r.score, r.number)) if complete else None
 
 
 def _field(name: str) -> dataclasses.Field:

@@ -21,7 +21,7 @@ from tfx.utils import io_utils
 
 from components.reporting_trainer.keys import FEATURE_CONTRACT_KEY, MODEL_NAME_KEY, json_property
 from components.tuner import keys, worker
-from trainer_module import config, progress, search_space, tuning
+from trainer_module import config, progress, search_space, studies, tuning
 from trainer_module.config import TrainingConfig
 
 # How long the worker processes may take to end their last trial after this process's loop
@@ -49,7 +49,7 @@ class Executor(base_executor.BaseExecutor):
             # The workers share one study: an SQLite file beside this execution's scratch.
             storage_url = "sqlite:///" + os.path.join(self._get_tmp_dir(), "study.sqlite")
         password_env = str(exec_properties.get(keys.PASSWORD_ENV) or "")
-        request = tuning.StudyRequest(
+        request = studies.StudyRequest(
             family=base.model_family,
             knobs=tuple(json.loads(exec_properties.get(keys.KNOBS) or "[]")),
             trials=int(exec_properties.get(keys.TRIALS) or 0) or None,
@@ -77,14 +77,14 @@ class Executor(base_executor.BaseExecutor):
         for process in workers:
             code = _wait(process)
             if code != 0:
-                lost[tuning.ran_by(process.pid)] = f"its tuning worker process ended mid-trial (exit {code})"
+                lost[studies.ran_by(process.pid)] = f"its tuning worker process ended mid-trial (exit {code})"
         if lost:
-            tuning.fail_lost_trials(request, lost)
+            studies.fail_lost_trials(request, lost)
         if workers:
-            result = tuning.reload(request, result)
+            result = studies.reload(request, result)
         values = result.best.values
         logging.info(progress.tuning_message(
-            len(result.trials), _count(result, tuning.PRUNED), _count(result, tuning.FAILED), result.wall_s,
+            len(result.trials), _count(result, studies.PRUNED), _count(result, studies.FAILED), result.wall_s,
             result.best.number + 1, tuning.OBJECTIVE, float(result.best.score or 0.0)))
         hyperparameters = artifact_utils.get_single_instance(output_dict["best_hyperparameters"])
         io_utils.write_string_file(os.path.join(hyperparameters.uri, keys.HYPERPARAMETERS_FILE),
@@ -92,12 +92,12 @@ class Executor(base_executor.BaseExecutor):
         _record(hyperparameters, result, request, exec_properties, custom_config)
 
 
-def _record(artifact: types.Artifact, result: tuning.StudyResult, request: tuning.StudyRequest,
+def _record(artifact: types.Artifact, result: studies.StudyResult, request: studies.StudyRequest,
             exec_properties: dict[str, Any], custom_config: dict[str, Any]) -> None:
     artifact.set_string_custom_property(keys.TRIALS_PROPERTY, json_property([t.as_json() for t in result.trials]))
     artifact.set_int_custom_property(keys.TRIAL_COUNT, len(result.trials))
-    artifact.set_int_custom_property(keys.PRUNED_COUNT, _count(result, tuning.PRUNED))
-    artifact.set_int_custom_property(keys.FAILED_COUNT, _count(result, tuning.FAILED))
+    artifact.set_int_custom_property(keys.PRUNED_COUNT, _count(result, studies.PRUNED))
+    artifact.set_int_custom_property(keys.FAILED_COUNT, _count(result, studies.FAILED))
     artifact.set_int_custom_property(keys.BEST_TRIAL, result.best.number)
     artifact.set_float_custom_property(keys.BEST_SCORE, float(result.best.score or 0.0))
     artifact.set_string_custom_property(keys.BEST_VALUES, json_property(result.best.values))
@@ -119,11 +119,11 @@ def sampler_seeds(shared_storage: bool, processes: int) -> list[int | None]:
     return [None] * processes if shared_storage else list(range(processes))
 
 
-def _count(result: tuning.StudyResult, state: str) -> int:
+def _count(result: studies.StudyResult, state: str) -> int:
     return sum(1 for trial in result.trials if trial.state == state)
 
 
-def _start_worker(request: tuning.StudyRequest, storage_url: str, password_env: str,
+def _start_worker(request: studies.StudyRequest, storage_url: str, password_env: str,
                   fn_args: fn_args_utils.FnArgs, base: TrainingConfig, index: int, scratch: str) -> subprocess.Popen:
     """A process running trials of the same study (components/tuner/worker.py)."""
     path = os.path.join(scratch, f"tuning-worker-{index}.json")

@@ -12,15 +12,15 @@ import time
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
-from trainer_module import tuning
+from trainer_module import studies, tuning
 from trainer_module.config import TrainingConfig
 
 
-def spec(request: tuning.StudyRequest, storage_url: str, password_env: str, train_files: list[str],
+def spec(request: studies.StudyRequest, storage_url: str, password_env: str, train_files: list[str],
          transform_output: str, custom_config: dict[str, Any], base: TrainingConfig, seed: int | None) -> dict[str, Any]:
     """What a worker needs: storage_url an SQLAlchemy URL without the password, which the
     worker reads from the environment variable password_env, as the Tuner does."""
-    return {"request": {**tuning.request_json(request), "storage": None, "seed": seed},
+    return {"request": {**studies.request_json(request), "storage": None, "seed": seed},
             "storage_url": storage_url, "password_env": password_env,
             "fn_args": {"train_files": train_files, "transform_output": transform_output,
                         "custom_config": custom_config},
@@ -66,7 +66,7 @@ def main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.INFO)
     with open(argv[0]) as file:
         document = json.load(file)
-    request = tuning.request_from_json({**document["request"],
+    request = studies.request_from_json({**document["request"],
                                         "storage": with_password(document["storage_url"], document["password_env"])})
     started = time.monotonic()
     result = tuning.run_study(FnArgs(**document["fn_args"]), TrainingConfig.from_config(document["base"]), request,

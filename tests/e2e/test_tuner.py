@@ -195,10 +195,9 @@ def test_two_processes_sharing_a_study_on_mariadb_split_the_trials(tuned, mariad
     examples = next(a.uri for a in outputs if a.uri.split("/")[-2] == "transformed_examples")
     trainer = executions_of(store, "Trainer")[0]
     custom_config = json.loads(trainer.custom_properties["custom_config"].string_value)
-    from trainer_module import tuning
-
+    from trainer_module import studies
     trials = 6
-    request = tuning.StudyRequest(family="dnn", trials=trials, study_name="shared",
+    request = studies.StudyRequest(family="dnn", trials=trials, study_name="shared",
                                   knobs=("learning_rate", "dropout"))
     processes = []
     for seed in (1, 2):
