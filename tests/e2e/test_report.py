@@ -25,7 +25,7 @@ from components.reporting_trainer.keys import from_json_property
 from components.serving_check import keys as check_keys
 from pipeline import datasets
 from tests.conftest import ONE_MODEL_ARGS, cli, turbotfx
-from tests.e2e.test_yardsticks import feature_value, homes_dataset, latest_artifact, predict, split_examples
+from tests.e2e.test_yardsticks import feature_value, latest_artifact, split_examples
 from tests.report_page import Page, read_page
 from trainer_module.config import TrainingConfig
 
@@ -245,74 +245,6 @@ def _run_id(page: Page) -> str:
     match = re.search(r"<h1>turbotfx run (\S+)</h1>", page.html)
     assert match, page.html[:300]
     return match.group(1)
-
-
-def test_a_regression_report_shows_its_yardsticks_and_each_bagged_models_curves(tmp_path):
-    home, dataset_file = homes_dataset(tmp_path)
-    run = cli("run", "--dataset", str(dataset_file), "--epochs", "4", "--blessing-threshold", "1e9", home=home)
-    assert run.exit_code == 0, run.output
-    page = read_page(report_of(run.stdout))
-    assert [h for h in page.headings if h in HEADINGS] == HEADINGS
-    assert "Confusion matrix" not in page.headings
-
-    # The trivial baseline is the train split's mean, scored on the eval split's prices.
-    train_price = np.array([feature_value(r, "price") for r in split_examples(home, "train")], dtype=np.float64)
-    eval_price = np.array([feature_value(r, "price") for r in split_examples(home, "eval")], dtype=np.float64)
-    trivial = np.sqrt(np.mean((eval_price - train_price.mean()) ** 2))
-    assert f"trivial baseline (always {train_price.mean():.4g})" in page.svg_text
-    assert f"{trivial:.4g}" in page.svg_text
-    evaluation = evaluation_artifact(home).custom_properties
-    rmse = evaluation[evaluator_keys.METRIC_PREFIX + "root_mean_squared_error"].double_value
-    assert page.table("Metrics on the eval split").rows[1:] and f"{rmse:.4g}" in page.svg_text
-
-    # Residuals: every eval row counted; their mean as the served model's predictions give it.
-    insights = json.loads((Path(evaluation_artifact(home).uri) / evaluator_keys.INSIGHTS_FILE).read_text())
-    eval_rows = split_examples(home, "eval")
-    assert sum(insights["residuals"]["counts"]) == len(eval_rows)
-    predicted = predict(home, eval_rows)["prediction"].ravel()
-    assert insights["residuals"]["mean"] == pytest.approx(float(np.mean(predicted - eval_price)), rel=1e-4, abs=1e-3)
-    assert {"residuals", "prediction against label"} <= set(page.svg_text)
-    assert set(page.table("Which features matter").column("feature")) == {"size", "kind"}
-
-    # ~320 train rows bag five models: each has its own curve, as TensorFlow reads its logs.
-    from pipeline.report import files
-
-    model_run = latest_artifact(home, "ModelRun", "Trainer")
-    curves = files.read_curves(model_run.uri)
-    members = sorted(Path(model_run.uri).glob("member_*"))
-    assert len(members) == 5
-    for member in members:
-        name = f"train, model {member.name.split('_')[1]}"
-        assert [v for _, v in curves["loss"][name]] == pytest.approx(
-            tensorflow_curve(str(member), "train", "epoch_loss"), rel=1e-6)
-    assert {"size", "kind", "price"} <= set(page.table("Data", "data").column("feature"))
-
-    # The artifacts copied elsewhere (a compiled pipeline's, fetched from its bucket): the
-    # page names what it cannot find, and --artifact-root says where they went.
-    copied = tmp_path / "copied"
-    (home / "pipelines").rename(copied)
-    without = cli("report", "--output", str(tmp_path / "without.html"), home=home)
-    assert without.exit_code == 0, without.output
-    lost = read_page(tmp_path / "without.html")
-    assert "Not on this machine" in lost.html and "ExampleStatistics" in lost.html
-    assert "No statistics to show" in lost.section_html("data")
-    found = cli("report", "--output", str(tmp_path / "found.html"), "--artifact-root",
-                     f"{home / 'pipelines'}={copied}", home=home)
-    assert found.exit_code == 0, found.output
-    again = read_page(tmp_path / "found.html")
-    assert "Not on this machine" not in again.html
-    assert again.table("Data", "data").rows == page.table("Data", "data").rows
-    assert again.table("Which features matter").rows == page.table("Which features matter").rows
-    # A damaged file leaves its part out, named, and the rest of the page stands.
-    insights_file = next(copied.glob(f"*/Evaluator/evaluation/*/{evaluator_keys.INSIGHTS_FILE}"))
-    insights_file.write_text(insights_file.read_text()[:40])
-    damaged = cli("report", "--output", str(tmp_path / "damaged.html"), "--artifact-root",
-                       f"{home / 'pipelines'}={copied}", home=home)
-    assert damaged.exit_code == 0, damaged.output
-    partial = read_page(tmp_path / "damaged.html")
-    assert "could not be read" in partial.html and "ModelEvaluation" in partial.html
-    assert partial.table("Data", "data").rows == page.table("Data", "data").rows
-    assert "Which features matter" in partial.headings and "could not be read" in partial.section_html("importance")
 
 
 def evaluation_artifact(home: Path):

@@ -126,33 +126,3 @@ def homes_dataset(tmp_path: Path) -> tuple[Path, Path]:
                home=home)
     assert init.exit_code == 0 and "regression" in init.output, init.output
     return home, dataset_file
-
-
-def test_a_regression_records_the_train_mean_as_its_trivial_baseline(tmp_path):
-    rows = HOMES_ROWS
-    home, dataset_file = homes_dataset(tmp_path)
-    # Enough epochs to beat the mean by far: the run is blessed (a verdict may refuse a model no
-    # better than the trivial baseline, whatever the threshold).
-    run = cli("run", "--dataset", str(dataset_file), "--epochs", "10", "--blessing-threshold", "1e9",
-                   home=home)
-    assert run.exit_code == 0, run.output
-    # ~320 train rows: five bagged models by default, each stopping early on its own fold.
-    per_model = model_epoch_lines(run.stdout, 5, 10, "rmse")
-    assert sorted(per_model) == [1, 2, 3, 4, 5], run.stdout
-    assert all(epochs == list(range(1, len(epochs) + 1)) for epochs in per_model.values()), per_model
-    assert epoch_lines(run.stdout, 10, "rmse") == [], run.stdout
-
-    props = latest_artifact(home, "Model", "Trainer").custom_properties
-    train_rows, eval_rows = (split_examples(home, split) for split in ("train", "eval"))
-    train_price = np.array([feature_value(row, "price") for row in train_rows], dtype=np.float64)
-    eval_price = np.array([feature_value(row, "price") for row in eval_rows], dtype=np.float64)
-    assert len(train_price) + len(eval_price) == rows
-    mean = train_price.mean()
-    assert props[keys.BLESSING_METRIC_NAME].string_value == "rmse"
-    assert props[keys.TRIVIAL_METRIC].double_value == pytest.approx(np.sqrt(np.mean((eval_price - mean) ** 2)),
-                                                                    rel=2e-5)
-    assert props[keys.TRIVIAL_PREDICTION].string_value == f"{mean:.4g}"
-    predicted = predict(home, train_rows)["prediction"].ravel()
-    train_rmse = np.sqrt(np.mean((predicted - train_price) ** 2))
-    assert props[keys.TRAIN_METRIC].double_value == pytest.approx(train_rmse, rel=0.02)
-    assert props[keys.EVAL_METRIC].double_value < 0.5 * props[keys.TRIVIAL_METRIC].double_value
