@@ -271,7 +271,7 @@ def test_a_failed_trial_is_recorded_with_its_cause_and_the_study_goes_on(tmp_pat
     home = tmp_path / "failing"
     # Gradient accumulation trains on whole batches only: the untuned first trial's batch of 256
     # is more than the penguins fit slice holds, so it fails; the sampled batches mostly fit.
-    run = cli("run", "--epochs", "4", "--min-accuracy", "0.5", "--accumulation-steps", "16",
+    run = cli("run", "--epochs", "4", "--min-accuracy", "0.5", "--accumulation-steps", "2",
                    "--batch-size", "256", "--tune-trials", "3", "--tune-knobs", "batch_size,learning_rate",
                    home=home)
     assert run.exit_code == 0, run.output
