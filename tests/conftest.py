@@ -190,6 +190,16 @@ class FirstRun(CliResult):
     state: dict[str, tuple[int, int]] = dataclasses.field(default_factory=dict)  # as the run left it
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _beam_as_a_run_has_it() -> None:
+    """Beam tuned as every run tunes it (pipeline/runners/local.prepare_direct_runner) before
+    any test calls a Beam executor directly: else such a test ran tuned or not by whichever
+    test ran before it in its worker (a run in this process tunes it for good)."""
+    from pipeline.runners import beam_tuning
+
+    beam_tuning.tune("in_memory")
+
+
 @pytest.fixture(scope="session")
 def first_run(tmp_path_factory: pytest.TempPathFactory) -> FirstRun:
     """The whole pipeline, once, on the embedded penguins data in a fresh workspace, as a
