@@ -6,13 +6,14 @@ import hashlib
 import shutil
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import nbformat
 import pytest
-from ipykernel.kernelspec import write_kernel_spec
-from nbclient import NotebookClient
 
 from tests import REPO
+
+if TYPE_CHECKING:  # Jupyter's packages load in seconds: imported where a test uses them
+    import nbformat
 
 NOTEBOOKS = REPO / "notebooks"
 NOTEBOOK = NOTEBOOKS / "provenance.ipynb"
@@ -21,6 +22,8 @@ NUMERIC_FEATURES = ("bill_length_mm", "bill_depth_mm", "flipper_length_mm", "bod
 
 
 def test_committed_notebook_is_valid_and_has_no_outputs():
+    import nbformat
+
     nb = nbformat.read(NOTEBOOK, as_version=4)
     nbformat.validate(nb)
     assert nb.metadata.kernelspec.name == "python3"
@@ -33,6 +36,10 @@ def test_committed_notebook_is_valid_and_has_no_outputs():
 @pytest.fixture(scope="module")
 def executed(first_run, tmp_path_factory) -> nbformat.NotebookNode:
     """The notebook executed in memory on the first_run workspace; the file is never written."""
+    import nbformat
+    from ipykernel.kernelspec import write_kernel_spec
+    from nbclient import NotebookClient
+
     before = hashlib.sha256(NOTEBOOK.read_bytes()).hexdigest()
     jupyter = tmp_path_factory.mktemp("jupyter")
     # A `python3` kernelspec whose argv is this interpreter (the venv's), found first on
