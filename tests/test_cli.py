@@ -85,7 +85,8 @@ def test_schema_infer_writes_a_schema_to_curate(tmp_path):
     root = tmp_path / "data"
     prepare.write_penguins_csv(root / "penguins.csv", datasets.load("penguins"))
     output = tmp_path / "proposed" / "schema.pbtxt"
-    result = turbotfx("schema", "infer", "--data-root", str(root), "--output", str(output), home=tmp_path / "ws")
+    # In this process: tests/test_init.py runs `schema infer` in a process of its own, as a user does.
+    result = cli("schema", "infer", "--data-root", str(root), "--output", str(output), home=tmp_path / "ws")
     assert result.exit_code == 0, result.output
     assert f"inferred schema written to {output}" in result.output
     text = output.read_text()
