@@ -6,8 +6,19 @@ def test_small_data_runs_in_memory_without_beam_args(tmp_path):
     (tmp_path / "a.csv").write_text("species\nAdelie\n")
     mode = local.beam_mode(PipelineConfig(), tmp_path)
     assert mode == "in_memory"
-    # No args at all: any Beam arg makes TFX build an sdist of itself per component.
-    assert local.beam_pipeline_args(mode) == []
+    assert local.beam_pipeline_args(mode) == []  # the DirectRunner's default
+
+
+def test_a_beam_component_of_a_local_run_builds_no_sdist_of_tfx(monkeypatch):
+    from tfx.components.statistics_gen.executor import Executor as StatisticsGen
+    from tfx.utils import dependency_utils
+
+    args = local.prepare_direct_runner("multi_process")
+    assert StatisticsGen(StatisticsGen.Context(beam_pipeline_args=args))._beam_pipeline_args == args
+    # What TFX does without the setting: builds its sdist and adds it to the args.
+    monkeypatch.setattr(dependency_utils, "build_ephemeral_package", lambda: "/built/tfx_ephemeral.tar.gz")
+    assert dependency_utils.make_beam_dependency_flags.tfx_own(args) == [
+        *args, "--extra_package=/built/tfx_ephemeral.tar.gz"]
 
 
 def test_large_data_runs_multi_process(tmp_path):

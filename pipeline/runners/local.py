@@ -30,16 +30,35 @@ def beam_mode(config: PipelineConfig, data_root: Path) -> str:
 def prepare_direct_runner(mode: str) -> list[str]:
     """Readies this process's DirectRunner for mode (threads, loopback-only servers); its args."""
     beam_tuning.tune(mode)
+    skip_tfx_sdist()
     loopback.bind_beam_servers_to_loopback()
     return beam_pipeline_args(mode)
 
 
+def skip_tfx_sdist() -> None:
+    """Stops TFX from building an sdist of itself at each Beam component of this process.
+
+    Given any Beam arg but a dependency (an extra package, a requirements file, an image),
+    TFX builds one (about 1 s a component) and stages it with the job, for workers that lack
+    TFX. A local run's workers never do: the DirectRunner's are this machine's processes, and
+    a Spark or Flink run's worker pool or image must have turbotfx, and so TFX, installed
+    (a run names a worker without it in one line).
+    """
+    from tfx.utils import dependency_utils
+
+    if not hasattr(dependency_utils.make_beam_dependency_flags, "tfx_own"):
+        tfx_own = dependency_utils.make_beam_dependency_flags
+
+        def as_given(beam_pipeline_args: list[str]) -> list[str]:
+            return beam_pipeline_args
+
+        as_given.tfx_own = tfx_own  # type: ignore[attr-defined]
+        dependency_utils.make_beam_dependency_flags = as_given
+
+
 def beam_pipeline_args(mode: str) -> list[str]:
     if mode == "in_memory":
-        # The DirectRunner's default. Any Beam arg at all makes every TFX Beam executor
-        # build an sdist of TFX for remote workers (about 2 s each), which a local
-        # in-memory run never uses.
-        return []
+        return []  # the DirectRunner's default
     # 0 workers: one per core.
     return ["--direct_running_mode=multi_processing", "--direct_num_workers=0"]
 
@@ -86,6 +105,7 @@ def run(config: PipelineConfig, data_root: Path, run_id: str | None = None,
         args, described = prepare_direct_runner(mode), f"{mode} DirectRunner"
     else:
         beam_tuning.compress_pickles(True)  # the cluster's workers read only Beam's own pickles
+        skip_tfx_sdist()
         args, described = cluster.pipeline_args(beam), cluster.describe(beam)
     pipeline = create_pipeline(
         dataclasses.replace(config, enable_cache=cache_enabled(config)),

@@ -31,7 +31,7 @@ WITHOUT_PROJECT = Path(__file__).with_name("without_project")
 def cluster(tmp_path_factory) -> Iterator[SparkCluster]:
     root = tmp_path_factory.mktemp("spark")
     before = _descendants()
-    with spark_cluster(root) as running:
+    with spark_cluster(root, short_lived=True) as running:
         yield running
     left = [p for p in _descendants() - before if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
     assert not left, f"still running after the cluster stopped: {[p.cmdline()[:3] for p in left]}"
@@ -49,7 +49,7 @@ def spark_run(cluster: SparkCluster, listening_during_the_run, tmp_path_factory)
     home = tmp_path_factory.mktemp("spark-workspace")
     with listening_during_the_run:
         result = turbotfx("run", *FAST_RUN_ARGS, "--beam-runner", "spark", "--spark-master", cluster.master_url,
-                          "--worker-pool", cluster.worker_pool, home=home, timeout=1200)
+                          "--worker-pool", cluster.worker_pool, home=home, env=cluster.client_env, timeout=1200)
     assert result.exit_code == 0, result.output
     return result
 
@@ -60,6 +60,8 @@ def test_the_beam_components_ran_on_the_cluster(spark_run, cluster):
     applications = (cluster.log_dir / "master.log").read_text().count("Registered app BeamApp")
     assert applications >= 4, applications
     assert "Starting worker with command" in (cluster.log_dir / "worker-pool.log").read_text()
+    # The workers have TFX installed: no Beam job stages an sdist of it (local.skip_tfx_sdist).
+    assert "--extra_package=" not in (spark_run.home / "logs" / "turbotfx.log").read_text()
 
 
 # Beam's Java Fn API servers (the job server's job and artifact services, each executor's
@@ -144,7 +146,7 @@ def test_workers_that_cannot_import_the_project_fail_in_one_line(cluster, tmp_pa
         wait_accepting(port, "the worker pool", timeout_s=60)
         result = turbotfx("run", "--dataset", str(dataset_file), *FAST_RUN_ARGS, "--beam-runner", "spark",
                           "--spark-master", cluster.master_url, "--worker-pool", f"127.0.0.1:{port}",
-                          home=home, timeout=900)
+                          home=home, env=cluster.client_env, timeout=900)
     finally:
         os.killpg(pool.pid, 15)
         pool.wait(timeout=30)
