@@ -33,7 +33,7 @@ from tfx.dsl.io import fileio
 from tfx.proto import example_gen_pb2
 from tfx_bsl.coders import csv_decoder, example_coder
 
-from components.csv_example_gen import dialect
+from components.csv_example_gen import arrow_read, dialect
 
 # TFX's column types, ordered as its inference widens them (UNKNOWN < INT < FLOAT < STRING).
 UNKNOWN, INT, FLOAT, STRING = (csv_decoder.ColumnType.UNKNOWN, csv_decoder.ColumnType.INT,
@@ -96,7 +96,7 @@ def read_table(path: str, names: Sequence[str]) -> pa.Table | None:
     if not body.replace(b"\r\n", b"\n").strip(b"\n"):  # no rows, maybe blank lines (Arrow: "empty file")
         return pa.table({name: pa.array([], pa.string()) for name in names})
     try:
-        return pacsv.read_csv(
+        return arrow_read.read_csv(
             pa.py_buffer(body),
             read_options=pacsv.ReadOptions(column_names=list(names), block_size=_BLOCK_BYTES),
             parse_options=pacsv.ParseOptions(delimiter=dialect.DELIMITER, quote_char='"', double_quote=True,

@@ -288,10 +288,12 @@ def read_columns(path: Path, fmt: str, columns: Sequence[str] | None = None) -> 
         return pq.read_table(path, columns=list(columns) if columns is not None else None)
     import pyarrow.csv as pacsv
 
+    from components.csv_example_gen import arrow_read
+
     header = columns_of(path, "csv")
     wanted = list(columns) if columns is not None else header
     try:
-        return pacsv.read_csv(
+        return arrow_read.read_csv(
             path,
             read_options=pacsv.ReadOptions(column_names=header, skip_rows=1),
             # CsvExampleGen joins lines inside quotes into one row.
