@@ -132,7 +132,7 @@ PIPELINE_FLOORS = (
     ("pipeline.config",),
     ("pipeline.store.connection", "pipeline.deployment", "pipeline.vertex", "pipeline.pipeline"),
     ("pipeline.runners", "pipeline.provenance", "pipeline.report", "pipeline.workspace",
-     "pipeline.serving_labels"),
+     "pipeline.serving_labels", "pipeline.scoring"),
     ("pipeline.cli",),
 )
 
@@ -177,7 +177,8 @@ def test_serving_uses_only_errors_and_atomic_of_pipeline():
 
 # The contracts of components/ that the data checks and the pipeline's settings share: names
 # and rules without TFX (each is in LIGHT_MODULES).
-COMPONENT_CONTRACTS = ("components.csv_example_gen.dialect", "components.parquet_example_gen.formats")
+COMPONENT_CONTRACTS = ("components.csv_example_gen.dialect", "components.parquet_example_gen.formats",
+                       "components.csv_example_gen.arrow_read")
 
 
 def is_contract(module: str) -> bool:
@@ -225,7 +226,7 @@ LIGHT_MODULES = ("pipeline.cli", "pipeline.errors", "pipeline.config", "pipeline
                  "components.serving_check.keys", "components.atomic_pusher.keys",
                  "components.serving_check.loader_process", "trainer_module.config",
                  "pipeline.datasets.table", "pipeline.datasets.checks", "components.csv_example_gen.dialect",
-                 "components.parquet_example_gen.formats")
+                 "components.parquet_example_gen.formats", "components.csv_example_gen.arrow_read")
 
 
 @pytest.mark.parametrize("module", LIGHT_MODULES)
