@@ -26,8 +26,8 @@ import tensorflow as tf
 from _loopback_server import LoopbackServing
 
 from pipeline import workspace
-from pipeline.cli.serve import row_schema
 from pipeline.config import PipelineConfig
+from pipeline.scoring.inputs import row_schema
 from serving import forest_ops, push
 from serving.client import ServingClient
 from serving.contract import EXAMPLES_INPUT, LATENCY_BATCH_SIZES, SERVING_DEFAULT, latency_key

@@ -20,6 +20,8 @@ own floor and the ones below, never from one above (tests/test_architecture.py c
               reconciled with MLMD, one pipeline run start to end; never prints),
               serving_labels (`serving promote | rollback | status` as library calls
               that never print: the labels changed or read, checked against MLMD first)
+              scoring/ (`turbotfx score` as library calls that never print: tables
+              scored with a served version on Beam, written whole or not at all)
   cli/        the `turbotfx` command line: the only floor that prints
 
 components/ stands between config and definition: below the definition, pipeline/ imports

@@ -121,8 +121,7 @@ class RowSchema:
             with open(path, newline="", encoding="utf-8-sig") as handle:
                 reader = csv.DictReader(handle)
                 try:
-                    return [{key: _csv_value(value, self.types.get(key)) for key, value in row.items()}
-                            for row in reader]
+                    return [self.csv_row(row) for row in reader]
                 except csv.Error as err:  # a NUL byte; a cell past the reader's limit (128 KiB)
                     # line_num counts the lines read before the one it failed on.
                     raise ServingClientError(f"{path} line {reader.line_num + 1}: {_csv_problem(err)}") from None
@@ -130,6 +129,11 @@ class RowSchema:
             line = path.read_bytes()[:err.start].count(b"\n") + 1
             raise ServingClientError(f"{path} is not UTF-8 (byte {err.object[err.start]:#04x} on line {line}); "
                                      "save it as UTF-8 (Excel: CSV UTF-8) and try again") from None
+
+    def csv_row(self, cells: Mapping[str, str | None]) -> dict[str, Any]:
+        """A CSV record's cells as a row: numbers where the schema has a number (text that is
+        none stays text, for the check to name), an empty or NA cell missing."""
+        return {key: _csv_value(value, self.types.get(key)) for key, value in cells.items()}
 
     def without_label(self, rows: Sequence[Any]) -> list[Any]:
         """Rows copied from the training data may carry the label; the model ignores it."""

@@ -20,8 +20,8 @@ from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 from pipeline import datasets
 from pipeline.cli import args as cli_args
 from pipeline.cli.main import build_parser
-from pipeline.cli.serve import row_schema
 from pipeline.errors import ConfigError
+from pipeline.scoring.inputs import row_schema
 from serving import forest_ops
 from serving.client import ServingClient
 from tests import REPO

@@ -14,7 +14,7 @@ import pytest
 import tensorflow as tf
 
 from pipeline import datasets
-from pipeline.cli.serve import row_schema
+from pipeline.scoring.inputs import row_schema
 from serving.client import LOADING_STATES, ServingClient
 from serving.errors import ServingClientError
 from tests.doubles.tf_serving import FakeTfServing

@@ -13,9 +13,9 @@ from google.protobuf import text_format
 from tensorflow_metadata.proto.v0 import schema_pb2
 
 from pipeline import datasets
-from pipeline.cli.serve import row_schema
 from pipeline.datasets import prepare
 from pipeline.errors import ConfigError
+from pipeline.scoring.inputs import row_schema
 from serving.client import ServingClient
 from serving.errors import RowError, ServingClientError
 from serving.rows import RowSchema

@@ -17,9 +17,7 @@ from pipeline.cli import console
 from pipeline.errors import ConfigError
 
 if TYPE_CHECKING:  # serving/ loads with the commands that use it, not at start-up
-    from pipeline.datasets import Dataset
     from pipeline.serving_labels import ServingStatus
-    from serving.rows import RowSchema
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -72,7 +70,7 @@ def handle_serving(args: argparse.Namespace) -> int:
     if not home.is_dir():
         raise ConfigError(f"no workspace at {home}: run the pipeline there first (`turbotfx run --home {home}`), "
                           "or name the workspace with --home or $TURBOTFX_HOME")
-    configs = _chosen_models(args, every_model=args.serving_command == "status")
+    configs = chosen_models(args, every_model=args.serving_command == "status")
     # MLMD's C++ connection logs kept off the terminal, as cli_args.open_query_store keeps them
     # (read when MLMD loads, inside the calls below): what went wrong is ours to print.
     os.environ.setdefault("GLOG_minloglevel", "3")
@@ -96,7 +94,7 @@ def _to_stderr(line: str) -> None:
     print(line, file=sys.stderr)
 
 
-def _chosen_models(args: argparse.Namespace, every_model: bool = False, needs_dataset: bool = False) -> list:
+def chosen_models(args: argparse.Namespace, every_model: bool = False, needs_dataset: bool = False) -> list:
     """The model --dataset or --model-name names; else the workspace's only served model;
     every one of several when every_model, else a ConfigError asking which. A workspace
     serving nothing gets the default dataset's. needs_dataset (rows to predict): the config
@@ -143,7 +141,7 @@ def _text(status: ServingStatus) -> str:
 # --- predict ---------------------------------------------------------------------------
 
 def handle_predict(args: argparse.Namespace) -> int:
-    [config] = _chosen_models(args, needs_dataset=True)
+    [config] = chosen_models(args, needs_dataset=True)
     # TF's import and SavedModel loading log to the terminal: they go to the log file, or
     # nowhere where the workspace cannot be written (predict only reads it).
     log_path = config.log_path if console.can_log(config.log_path) else None
@@ -172,21 +170,12 @@ def _probabilities_text(prediction) -> str:
     return ", ".join(f"{name} {by_class[name]:.3f}" for name in sorted(by_class))
 
 
-def row_schema(spec: Dataset) -> RowSchema:
-    """The rows of a dataset's model: its curated schema, label and model features."""
-    from serving.rows import RowSchema
-
-    return RowSchema.from_file(spec.schema, spec.label, [f.name for f in spec.model_features],
-                               dates=[f.name for f in spec.features if f.role == "date"],
-                               missing_values={f.name: f.missing_values for f in spec.features if f.missing_values},
-                               number_formats={f.name: f.number_format for f in spec.features if f.number_format})
-
-
 def _predict(args: argparse.Namespace, config) -> tuple[list, str]:
+    from pipeline.scoring import inputs
     from serving import push
     from serving.client import ServingClient, predict_in_process
 
-    schema = row_schema(config.spec)
+    schema = inputs.row_schema(config.spec)
     rows = schema.without_label(_rows(args, schema))
     if args.grpc or args.rest:
         client = ServingClient(schema=schema, grpc_target=args.grpc, rest_url=args.rest,

@@ -20,11 +20,14 @@ from pipeline.store.url import parse_url
 
 def beam_mode(config: PipelineConfig, data_root: Path) -> str:
     """in_memory for small data (no worker start-up), multi_process past the threshold."""
-    if config.beam_mode != "auto":
-        return config.beam_mode
-    if table.data_size_bytes(data_root, config.spec.format) > MULTI_PROCESS_THRESHOLD_BYTES:
-        return "multi_process"
-    return "in_memory"
+    return mode_for_size(config.beam_mode, table.data_size_bytes(data_root, config.spec.format))
+
+
+def mode_for_size(chosen: str, size_bytes: int) -> str:
+    """The Beam mode chosen (--beam-mode), or for `auto` the one for this much input."""
+    if chosen != "auto":
+        return chosen
+    return "multi_process" if size_bytes > MULTI_PROCESS_THRESHOLD_BYTES else "in_memory"
 
 
 def prepare_direct_runner(mode: str) -> list[str]:

@@ -18,7 +18,7 @@ import pytest
 import tensorflow as tf
 
 from pipeline import datasets
-from pipeline.cli.serve import row_schema
+from pipeline.scoring.inputs import row_schema
 from serving.client import ServingClient
 from tests.conftest import ONE_MODEL_ARGS, cli, turbotfx
 from tests.doubles.tf_serving import FakeTfServing

@@ -19,7 +19,7 @@ import pytest
 import tensorflow as tf
 
 from pipeline import datasets
-from pipeline.cli.serve import row_schema
+from pipeline.scoring.inputs import row_schema
 from serving.client import ServingClient
 from tests import conftest
 from tests.conftest import cli, turbotfx

@@ -13,7 +13,7 @@ import pytest
 import tensorflow as tf
 
 from pipeline import datasets
-from pipeline.cli.serve import row_schema
+from pipeline.scoring.inputs import row_schema
 from serving.client import ServingClient
 from serving.errors import RowError, ServingClientError
 from tests.conftest import turbotfx

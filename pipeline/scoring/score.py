@@ -1,0 +1,174 @@
+"""One scoring, start to end, as a library call that never prints: the served version
+chosen, the job run on Beam into a staging folder beside the output, a sample of its rows
+scored again through in-process predict and compared, then the folder renamed into place.
+Whatever fails, the output is either complete or not there."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import math
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Iterator, Sequence
+
+from pipeline.config import PipelineConfig
+from pipeline.errors import ConfigError
+from pipeline.scoring import inputs
+
+OUTPUT_FORMATS = ("csv", "parquet")
+LABELS = ("stable", "canary")
+# Rows of the output scored again in this process through serving_default, as predict does.
+SAMPLE_SIZE = 32
+
+
+@dataclasses.dataclass(frozen=True)
+class ScoreOutcome:
+    output: Path
+    scores: list[Path]
+    errors: list[Path]
+    rows_scored: int
+    rows_refused: int
+    model_version: int
+    model_dir: Path
+    ids: tuple[str, ...]
+    beam: str
+    rows_checked: int  # the sample scored again in-process, all agreeing
+    seconds: float
+
+
+def score(config: PipelineConfig, data: str, output: Path, *, version: int | None = None, label: str | None = None,
+          output_format: str = "csv", ids: Sequence[str] = (), force: bool = False) -> ScoreOutcome:
+    started = time.monotonic()
+    files, input_format = inputs.input_files(data)
+    spec = config.spec
+    id_columns = inputs.checked_columns(files, input_format, spec, ids)
+    model_version, model_dir = chosen_version(config, version, label)
+    _check_output(output, force)
+    schema = inputs.row_schema(spec)
+    from pipeline.runners import local
+    from pipeline.scoring import job
+
+    columns = job.Columns(ids=id_columns, predicted=f"predicted_{spec.label}",
+                          probabilities=tuple(f"probability_{c}" for c in _classes(model_dir)))
+    mode = local.mode_for_size(config.beam_mode, sum(f.stat().st_size for f in files))
+    with _staging(output) as staging:
+        counts = _run(local.prepare_direct_runner(mode), job.JobSpec(
+            files=tuple(str(f) for f in files), input_format=input_format, output_format=output_format,
+            staging=str(staging), model_dir=str(model_dir), model_version=model_version, schema=schema,
+            columns=columns, sample_size=SAMPLE_SIZE))
+        checked = _check_sample(staging / job.SAMPLE_NAME, model_dir, schema, columns)
+        _publish(staging, output)
+    return ScoreOutcome(output=output, scores=sorted(output.glob(f"{job.SCORES_PREFIX}-*")),
+                        errors=sorted(output.glob(f"{job.ERRORS_PREFIX}-*")), rows_scored=counts[job.SCORED],
+                        rows_refused=counts[job.REFUSED], model_version=model_version, model_dir=model_dir,
+                        ids=id_columns, beam=f"{mode} DirectRunner", rows_checked=checked,
+                        seconds=time.monotonic() - started)
+
+
+def chosen_version(config: PipelineConfig, version: int | None, label: str | None) -> tuple[int, Path]:
+    """--model-version N, else the version --label (default stable) names in models.config."""
+    from serving import model_config, push
+
+    versions = push.versions(config.serving_dir)
+    if not versions:
+        raise ConfigError(f"no pushed model under {config.serving_dir}: run the pipeline first (`turbotfx run`)")
+    if version is not None:
+        if version not in versions:
+            raise ConfigError(f"no version {version} of model {config.model_name!r} under {config.serving_dir}; "
+                              f"it has {', '.join(map(str, versions))}")
+        return version, config.serving_dir / str(version)
+    status = model_config.status(config.serving_dir.parent, config.serving_dir.name)
+    named = status.canary if label == "canary" else status.stable
+    if named is None or named not in versions:
+        raise ConfigError(f"no version of model {config.model_name!r} is labelled {label or 'stable'}; "
+                          "name one with --model-version N (`turbotfx serving status` lists them)")
+    return named, config.serving_dir / str(named)
+
+
+def _check_output(output: Path, force: bool) -> None:
+    if output.exists() and not output.is_dir():
+        raise ConfigError(f"--output {output} is a file; name a folder to write the scores into")
+    if output.is_dir() and any(output.iterdir()) and not force:
+        raise ConfigError(f"--output {output} already holds files; name a new folder, or add --force to replace it")
+    if not output.parent.is_dir():
+        raise ConfigError(f"--output {output}: its parent folder {output.parent} does not exist; create it first")
+
+
+@contextlib.contextmanager
+def _staging(output: Path) -> Iterator[Path]:
+    """A folder beside the output (same file system, so the rename is atomic), gone after."""
+    staging = output.parent / f".{output.name}.partial-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir()
+    try:
+        yield staging
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _publish(staging: Path, output: Path) -> None:
+    """The staged files become the output; an output replaced (--force) is removed after."""
+    replaced = output.parent / f".{output.name}.replaced-{os.getpid()}"
+    if output.exists():
+        output.rename(replaced)
+    staging.rename(output)
+    shutil.rmtree(replaced, ignore_errors=True)
+
+
+def _classes(model_dir: Path) -> list[str]:
+    """The classifier's label values in the order of its probabilities ([] for regression):
+    the signature called once on a row with every feature missing."""
+    import tensorflow as tf
+
+    from serving import forest_ops
+    from serving.contract import OUTPUT_CLASSES, SERVING_RAW
+
+    signature = forest_ops.load(str(model_dir)).signatures[SERVING_RAW]
+    blank = {name: tf.constant([""] if spec.dtype == tf.string else [math.nan], dtype=spec.dtype)
+             for name, spec in signature.structured_input_signature[1].items()}
+    outputs = signature(**blank)
+    return [c.decode() for c in outputs[OUTPUT_CLASSES].numpy()[0].tolist()] if OUTPUT_CLASSES in outputs else []
+
+
+def _run(beam_args: list[str], spec) -> dict[str, int]:
+    import apache_beam as beam
+    from apache_beam.metrics.metric import MetricsFilter
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from pipeline.scoring import job
+
+    pipeline = beam.Pipeline(options=PipelineOptions(beam_args))
+    job.build(pipeline, spec)
+    result = pipeline.run()
+    result.wait_until_finish()
+    counters = result.metrics().query(MetricsFilter().with_namespace(job.NAMESPACE))["counters"]
+    counts = {job.SCORED: 0, job.REFUSED: 0}
+    for counter in counters:
+        counts[counter.key.metric.name] += counter.committed or 0
+    return counts
+
+
+def _check_sample(sample_file: Path, model_dir: Path, schema, columns) -> int:
+    """The sample's rows scored again through in-process predict (serving_default, fed
+    tf.Examples): each prediction must be the one the job wrote, to the last bit."""
+    from serving.client import predict_in_process
+
+    sample = [json.loads(line) for line in sample_file.read_text().splitlines() if line]
+    sample_file.unlink()
+    if not sample:
+        return 0
+    predictions = predict_in_process(model_dir, schema, [s["features"] for s in sample])
+    start = len(columns.ids)
+    for item, prediction in zip(sample, predictions):
+        written = item["out"][start:-1]
+        again = [prediction.value] if prediction.value is not None else [prediction.label,
+                                                                          *(prediction.probabilities or [])]
+        if written != again:
+            path, line = item["where"]
+            raise ConfigError(f"scoring disagreed with `turbotfx predict` on {path} line {line} ({written} against "
+                              f"{again}); nothing was written: report it with the model version")
+    return len(sample)

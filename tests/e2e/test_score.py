@@ -1,0 +1,160 @@
+"""`turbotfx score` on the first run's served model: a whole table with ids and two rows the
+schema refuses, scored on Beam in this process. Expected values come from the table itself
+(ids, species, the planted rows) and from the pushed SavedModel's serving_default fed
+tf.Examples built here, not from the scoring code."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+import tensorflow as tf
+
+from pipeline import datasets
+from serving import push
+from tests.conftest import cli, turbotfx
+
+pytestmark = pytest.mark.e2e
+
+SPEC = datasets.load("penguins").feature_spec()
+SPECIES = ("Adelie", "Chinstrap", "Gentoo")
+# Planted: (row index, column, value) the curated schema refuses, and the words its reason names.
+PLANTED = ((10, "island", "Atlantis", "not in the schema's domain"), (200, "bill_length_mm", "long", "must be a number"))
+
+
+@pytest.fixture(scope="module")
+def table(first_run, tmp_path_factory) -> tuple[Path, list[dict[str, str]]]:
+    """The run's own penguins rows with an id column first and two planted bad rows; the
+    species column stays (the model ignores it)."""
+    with open(first_run.config.data_path / "penguins.csv", newline="") as handle:
+        rows = [{"penguin_id": f"p{number:04d}", **row} for number, row in enumerate(csv.DictReader(handle))]
+    for index, column, value, _ in PLANTED:
+        rows[index][column] = value
+    path = tmp_path_factory.mktemp("score-input") / "new_penguins.csv"
+    with open(path, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    return path, rows
+
+
+@pytest.fixture(scope="module")
+def scored(first_run, table, tmp_path_factory) -> dict:
+    output = tmp_path_factory.mktemp("score-output") / "scores"
+    result = cli("score", "--data", str(table[0]), "--output", str(output), "--id", "penguin_id", "--format", "json",
+                 home=first_run.home)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def _scores(outcome: dict) -> list[dict[str, str]]:
+    rows = []
+    for path in outcome["scores"]:
+        with open(path, newline="") as handle:
+            rows += list(csv.DictReader(handle))
+    return rows
+
+
+def _example(row: dict[str, str]) -> bytes:
+    """A tf.Example as ExampleGen writes a CSV row: one value per present cell."""
+    feature = {key: tf.train.Feature(float_list=tf.train.FloatList(value=[float(row[key])] if row[key] else []))
+               for key in SPEC.numeric_keys}
+    feature |= {key: tf.train.Feature(bytes_list=tf.train.BytesList(value=[row[key].encode()] if row[key] else []))
+                for key in SPEC.categorical_keys}
+    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+
+
+def test_every_valid_row_is_scored_once_with_its_id_and_the_served_models_answer(first_run, table, scored):
+    _, rows = table
+    planted = {rows[index]["penguin_id"] for index, *_ in PLANTED}
+    valid = [r for r in rows if r["penguin_id"] not in planted and any(r[k] for k in SPEC.numeric_keys + SPEC.categorical_keys)]
+    written = _scores(scored)
+    assert sorted(r["penguin_id"] for r in written) == sorted(r["penguin_id"] for r in valid)
+    [version] = push.versions(first_run.config.serving_dir)
+    assert scored["model_version"] == version and {r["model_version"] for r in written} == {str(version)}
+    assert scored["rows_scored"] == len(valid) and scored["rows_refused"] == len(PLANTED)
+
+    # The served model's own answer for every row, through serving_default.
+    model = tf.saved_model.load(str(first_run.config.serving_dir / str(version)))
+    by_id = {r["penguin_id"]: r for r in valid}
+    ids = [r["penguin_id"] for r in written]
+    outputs = model.signatures["serving_default"](examples=tf.constant([_example(by_id[i]) for i in ids]))
+    classes = [c.decode() for c in outputs["classes"].numpy()[0]]
+    assert sorted(classes) == sorted(SPECIES)
+    labels = [label.decode() for label in outputs["label"].numpy()]
+    assert [r["predicted_species"] for r in written] == labels
+    probabilities = np.array([[float(r[f"probability_{c}"]) for c in classes] for r in written], dtype=np.float32)
+    np.testing.assert_array_equal(probabilities, outputs["probabilities"].numpy())
+    # Rows of every species, each mostly named right (the model saw these rows in training).
+    for species in SPECIES:
+        of_species = [r for r in written if by_id[r["penguin_id"]]["species"] == species]
+        right = sum(r["predicted_species"] == species for r in of_species)
+        assert of_species and right / len(of_species) >= 0.9, (species, right, len(of_species))
+    assert scored["rows_checked"] > 0
+
+
+def test_refused_rows_are_in_the_errors_file_with_their_line_and_reason(table, scored):
+    path, rows = table
+    [errors] = scored["errors"]
+    with open(errors, newline="") as handle:
+        refused = list(csv.DictReader(handle))
+    # CSV line numbers: the header is line 1, row index i is line i + 2.
+    assert [(r["file"], int(r["line"]), r["penguin_id"]) for r in refused] == [
+        (str(path), index + 2, rows[index]["penguin_id"]) for index, *_ in PLANTED]
+    for record, (_, column, value, words) in zip(refused, PLANTED):
+        assert repr(column) in record["reason"] and repr(value) in record["reason"] and words in record["reason"]
+
+
+def test_a_file_without_a_feature_fails_in_one_line_and_writes_nothing(first_run, table, tmp_path):
+    path, rows = table
+    lacking = tmp_path / "no_island.csv"
+    with open(lacking, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=[k for k in rows[0] if k != "island"], extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows[:5])
+    output = tmp_path / "out"
+    result = turbotfx("score", "--data", str(lacking), "--output", str(output), home=first_run.home)
+    assert result.exit_code == 2, result.output
+    assert result.output.strip().splitlines() == [
+        f"turbotfx: error: {lacking} has no column 'island', which the model needs (it reads "
+        f"{', '.join(f.name for f in datasets.load('penguins').model_features)}); add the column, or score another file"]
+    assert list(tmp_path.iterdir()) == [lacking]
+
+
+def test_an_output_with_files_is_kept_unless_forced_then_replaced_whole(first_run, table, scored, tmp_path):
+    path, _ = table
+    output = tmp_path / "scores"
+    output.mkdir()
+    (output / "notes.txt").write_text("mine")
+    kept = cli("score", "--data", str(path), "--output", str(output), home=first_run.home)
+    assert kept.exit_code == 2 and "already holds files" in kept.output and "--force" in kept.output
+    assert [p.name for p in output.iterdir()] == ["notes.txt"]
+
+    forced = cli("score", "--data", str(path), "--output", str(output), "--output-format", "parquet",
+                 "--id", "penguin_id", "--label", "stable", "--force", "--format", "json", home=first_run.home)
+    assert forced.exit_code == 0, forced.output
+    outcome = json.loads(forced.stdout)
+    names = sorted(p.name for p in output.iterdir())
+    assert "notes.txt" not in names and all(n.startswith(("scores-", "errors-")) for n in names), names
+    assert [p.name for p in tmp_path.iterdir()] == ["scores"]  # no staging or replaced folder left
+    parquet = [row for p in outcome["scores"] for row in pq.read_table(p).to_pylist()]
+    as_csv = {r["penguin_id"]: r for r in _scores(scored)}
+    assert len(parquet) == len(as_csv)
+    for row in parquet:
+        assert row["predicted_species"] == as_csv[row["penguin_id"]]["predicted_species"]
+        assert row["probability_Adelie"] == float(as_csv[row["penguin_id"]]["probability_Adelie"])
+
+
+def test_a_version_that_is_not_served_is_named(first_run, table, tmp_path):
+    path, _ = table
+    result = cli("score", "--data", str(path), "--output", str(tmp_path / "out"), "--model-version", "7",
+                 home=first_run.home)
+    assert result.exit_code == 2
+    assert "no version 7 of model 'penguins'" in result.output
+    canary = cli("score", "--data", str(path), "--output", str(tmp_path / "out"), "--label", "canary",
+                 "--model-version", "7", home=first_run.home)
+    assert canary.exit_code == 2 and "not allowed with argument" in canary.output
