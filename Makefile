@@ -17,7 +17,7 @@ PYTEST := $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reor
 PYTHON310 ?= $(shell for p in python3.10 $$(ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/versions/3.10.*/bin/python3.10 2>/dev/null | sort -V | tail -n 1); do \
 	"$$p" -c 'import sys; assert sys.version_info[:2] == (3, 10)' >/dev/null 2>&1 && { command -v "$$p"; break; }; done)
 
-.PHONY: run test test-fast test-shuffled lint bench bench-trainer bench-lineage bench-serving bench-scale bench-columns bench-quality lock clean cluster-deps cluster-test test-packages
+.PHONY: run test test-fast test-shuffled lint bench bench-trainer bench-lineage bench-serving bench-score bench-scale bench-columns bench-quality lock clean cluster-deps cluster-test test-packages
 
 run: $(STAMP)
 	$(VENV)/bin/turbotfx run $(ARGS)
@@ -77,6 +77,10 @@ bench-lineage: $(STAMP)
 # Serving latency in-process and the client's overhead against the loopback test server.
 bench-serving: $(STAMP)
 	$(PY) benchmarks/serving_bench.py $(ARGS)
+
+# `turbotfx score` rows/s at 100k and 1M rows in each Beam mode, beside in-process predict.
+bench-score: $(STAMP)
+	$(PY) benchmarks/score_bench.py $(ARGS)
 
 # init + run with defaults on nine public tables (breast_cancer on request), each scored beside
 # scikit-learn fitted on its run's own train split (docs/quality.md; ~10 min on 2 cores).

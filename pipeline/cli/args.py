@@ -111,6 +111,11 @@ def add_quiet_logging(parser: argparse.ArgumentParser) -> None:
     add_verbose(parser, "show TF and Beam logs")
 
 
+def add_beam_mode(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--beam-mode", choices=config_lib.BEAM_MODES,
+                        help="Beam DirectRunner mode (default: auto, by data size)")
+
+
 def add_no_cache(parser: argparse.ArgumentParser, help: str) -> None:
     parser.add_argument("--no-cache", action="store_true", help=help)
 

@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
-from pipeline import config as config_lib
 from pipeline.cli import args as cli_args
 from pipeline.cli import console as console_lib
 from pipeline.errors import ConfigError
@@ -27,8 +26,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     run = commands.add_parser("run", help="run the whole pipeline (default: penguins in ./workspace)")
     cli_args.add_workspace_args(run)
     cli_args.add_pipeline_args(run)
-    run.add_argument("--beam-mode", choices=config_lib.BEAM_MODES,
-                     help="Beam DirectRunner mode (default: auto, by data size)")
+    cli_args.add_beam_mode(run)
     beam = run.add_argument_group("Beam on a cluster (ExampleGen, StatisticsGen, Transform, Evaluator)")
     cli_args.add_beam_runner_args(beam, LOCAL_RUNNERS, "where the Beam components run "
                                                        "(default: direct, here, in the --beam-mode)")

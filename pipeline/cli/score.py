@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from pathlib import Path
 
@@ -27,6 +28,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                        help="a column passed through to each scored row, repeatable (default: the columns "
                             "the dataset file ignores, where every file has them)")
     score.add_argument("--force", action="store_true", help="replace an --output folder that holds files")
+    cli_args.add_beam_mode(score)
     cli_args.add_home(score)
     cli_args.add_dataset(score, "whose model: a dataset file or a built-in (default: the workspace's only model)")
     cli_args.add_model_name(score, "model name (default: the dataset's)")
@@ -39,6 +41,8 @@ def handle(args: argparse.Namespace) -> int:
     from pipeline.scoring import score
 
     [config] = chosen_models(args, needs_dataset=True)
+    if args.beam_mode:
+        config = dataclasses.replace(config, beam_mode=args.beam_mode)
     with console.session(config.log_path, verbose=args.verbose) as out:
         outcome = score.score(config, args.data, Path(args.output).expanduser().resolve(),
                               version=args.model_version, label=args.label, output_format=args.output_format,
