@@ -17,8 +17,9 @@ from apache_beam.metrics import Metrics
 from serving.rows import RowSchema
 
 ERRORS = "errors"
-# Rows per call of the signature: one call per batch, not per row.
-MIN_BATCH, MAX_BATCH = 64, 2048
+SAMPLED = "sampled"  # rows with their features and output, the sample drawn from
+# Rows read, checked, scored (one call of the signature) and written together.
+BATCH_ROWS = 2048
 NAMESPACE = "turbotfx.score"
 SCORED, REFUSED = "rows_scored", "rows_refused"
 SCORES_PREFIX, ERRORS_PREFIX, SAMPLE_NAME = "scores", "errors", "sample.jsonl"
@@ -57,23 +58,22 @@ def build(pipeline: beam.Pipeline, spec: JobSpec) -> None:
                | "Files" >> beam.Create(spec.files)
                | "Read" >> beam.ParDo(_ReadRows(spec.input_format, spec.schema))
                | "Check" >> beam.ParDo(_Check(spec.schema, spec.columns.ids)).with_outputs(ERRORS, main="rows"))
-    scored = (checked.rows
-              | "Batch" >> beam.BatchElements(min_batch_size=MIN_BATCH, max_batch_size=MAX_BATCH)
-              | "Score" >> beam.ParDo(_Score(spec)))
-    _write_scores(scored, spec)
+    scored = checked.rows | "Score" >> beam.ParDo(_Score(spec)).with_outputs(SAMPLED, main="outputs")
+    _write_scores(scored.outputs, spec)
     _ = (checked[ERRORS]
-         | "ErrorLines" >> beam.Map(_csv_line)
+         | "ErrorLines" >> beam.Map(lambda refused: "\n".join(_csv_line(r) for r in refused))
          | "WriteErrors" >> beam.io.WriteToText(f"{spec.staging}/{ERRORS_PREFIX}", file_name_suffix=".csv",
                                                header=_csv_line(["file", "line", *spec.columns.ids, "reason"])))
-    _ = (scored
+    _ = (scored[SAMPLED]
+         | "SampledRows" >> beam.FlatMap(lambda rows: rows)
          | "Sample" >> beam.combiners.Sample.FixedSizeGlobally(spec.sample_size)
          | "SampleLines" >> beam.FlatMap(lambda sample: [json.dumps(s) for s in sample])
          | "WriteSample" >> beam.io.WriteToText(f"{spec.staging}/{SAMPLE_NAME}", shard_name_template=""))
 
 
 def _write_scores(scored, spec: JobSpec) -> None:
+    """Each element a batch of output rows: one Parquet table, or one run of CSV lines."""
     names = spec.columns.names
-    records = scored | "Records" >> beam.Map(lambda s: dict(zip(names, s["out"])))
     if spec.output_format == "parquet":
         import pyarrow as pa
 
@@ -81,11 +81,15 @@ def _write_scores(scored, spec: JobSpec) -> None:
         fields.append(pa.field(spec.columns.predicted, pa.string() if spec.columns.probabilities else pa.float64()))
         fields += [pa.field(n, pa.float64()) for n in spec.columns.probabilities]
         fields.append(pa.field(spec.columns.version, pa.int64()))
-        _ = records | "WriteParquet" >> beam.io.WriteToParquet(
-            f"{spec.staging}/{SCORES_PREFIX}", pa.schema(fields), file_name_suffix=".parquet")
+        schema = pa.schema(fields)
+        _ = (scored
+             | "Tables" >> beam.Map(lambda batch: pa.Table.from_pylist([dict(zip(names, out)) for out in batch],
+                                                                     schema=schema))
+             | "WriteParquet" >> beam.io.WriteToParquetBatched(f"{spec.staging}/{SCORES_PREFIX}", schema,
+                                                               file_name_suffix=".parquet"))
         return
-    _ = (records
-         | "Lines" >> beam.Map(lambda r: _csv_line([r[n] for n in names]))
+    _ = (scored
+         | "Lines" >> beam.Map(lambda batch: "\n".join(_csv_line(out) for out in batch))
          | "WriteCsv" >> beam.io.WriteToText(f"{spec.staging}/{SCORES_PREFIX}", file_name_suffix=".csv",
                                             header=_csv_line(names)))
 
@@ -106,48 +110,69 @@ def _id_text(value: Any) -> str | None:
 
 
 class _ReadRows(beam.DoFn):
-    """A file's rows as ((file, line), row): CSV lines counted from the header's 1, Parquet
-    rows from 1."""
+    """A file's rows in batches of BATCH_ROWS, each row as (file, line, row): CSV lines
+    counted from the header's 1, Parquet rows from 1. Batches, not rows, travel between the
+    steps: Beam's cost per element is paid once per batch."""
 
     def __init__(self, input_format: str, schema: RowSchema) -> None:
         self._format, self._schema = input_format, schema
 
-    def process(self, path: str) -> Iterator[tuple[tuple[str, int], dict[str, Any]]]:
+    def process(self, path: str) -> Iterator[list[tuple[str, int, dict[str, Any]]]]:
+        yield from _batches(self._rows(path))
+
+    def _rows(self, path: str) -> Iterator[tuple[str, int, dict[str, Any]]]:
         if self._format == "parquet":
             import pyarrow.parquet as pq
 
             for number, row in enumerate(pq.read_table(path).to_pylist(), start=1):
-                yield (path, number), row
+                yield path, number, row
             return
         with open(path, newline="", encoding="utf-8-sig") as handle:
             reader = csv.DictReader(handle)
             for record in reader:
-                yield (path, reader.line_num), self._schema.csv_row(record)
+                yield path, reader.line_num, self._schema.csv_row(record)
+
+
+def _batches(rows: Iterator[Any]) -> Iterator[list[Any]]:
+    batch: list[Any] = []
+    for row in rows:
+        batch.append(row)
+        if len(batch) == BATCH_ROWS:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
 
 
 class _Check(beam.DoFn):
-    """A row the curated schema allows goes on, as (where, ids, model features); one it
-    refuses goes to ERRORS as (file, line, ids..., reasons)."""
+    """Of a batch, the rows the curated schema allows go on as (where, ids, model features);
+    those it refuses go to ERRORS as (file, line, ids..., reasons)."""
 
     def __init__(self, schema: RowSchema, ids: Sequence[str]) -> None:
         self._schema, self._ids = schema, tuple(ids)
         self._refused = Metrics.counter(NAMESPACE, REFUSED)
 
-    def process(self, item):
-        (path, line), row = item
-        features = {name: row.get(name) for name in self._schema.features}
-        ids = [_id_text(row.get(name)) for name in self._ids]
-        problems = self._schema.problems(line, features)
-        if problems:
-            self._refused.inc()
-            reasons = "; ".join(p.removeprefix(f"row {line}: ") for p in problems)
-            yield beam.pvalue.TaggedOutput(ERRORS, [path, line, *ids, reasons])
-            return
-        yield {"where": [path, line], "ids": ids, "features": features}
+    def process(self, batch: list[tuple[str, int, dict[str, Any]]]):
+        allowed, refused = [], []
+        for path, line, row in batch:
+            features = {name: row.get(name) for name in self._schema.features}
+            ids = [_id_text(row.get(name)) for name in self._ids]
+            problems = self._schema.problems(line, features)
+            if problems:
+                reasons = "; ".join(p.removeprefix(f"row {line}: ") for p in problems)
+                refused.append([path, line, *ids, reasons])
+            else:
+                allowed.append({"where": [path, line], "ids": ids, "features": features})
+        if refused:
+            self._refused.inc(len(refused))
+            yield beam.pvalue.TaggedOutput(ERRORS, refused)
+        if allowed:
+            yield allowed
 
 
 class _Score(beam.DoFn):
-    """A batch of rows through serving_raw: one call, each row's prediction appended."""
+    """A batch of rows through serving_raw: one call; the batch's output rows (ids,
+    prediction, version), and its first rows with their features to SAMPLED."""
 
     def __init__(self, spec: JobSpec) -> None:
         self._spec = spec
@@ -160,7 +185,7 @@ class _Score(beam.DoFn):
         self._signature = forest_ops.load(self._spec.model_dir).signatures[SERVING_RAW]
         self._dtypes = {name: spec.dtype for name, spec in self._signature.structured_input_signature[1].items()}
 
-    def process(self, batch: list[dict]) -> Iterator[dict]:
+    def process(self, batch: list[dict]) -> Iterator[Any]:
         import tensorflow as tf
 
         from serving.contract import OUTPUT_LABEL, OUTPUT_PREDICTION, OUTPUT_PROBABILITIES
@@ -174,6 +199,9 @@ class _Score(beam.DoFn):
             labels = [v.decode() for v in outputs[OUTPUT_LABEL].numpy().reshape(-1).tolist()]
             probabilities = outputs[OUTPUT_PROBABILITIES].numpy().tolist()
             predicted = [[label, *p] for label, p in zip(labels, probabilities)]
-        for item, prediction in zip(batch, predicted):
-            self._scored.inc()
-            yield {**item, "out": [*item["ids"], *prediction, self._spec.model_version]}
+        self._scored.inc(len(batch))
+        outputs = [[*item["ids"], *prediction, self._spec.model_version] for item, prediction in zip(batch, predicted)]
+        # The sample is drawn from each batch's first rows: only they travel with their features.
+        yield beam.pvalue.TaggedOutput(SAMPLED, [{**item, "out": out} for item, out in
+                                                 zip(batch[:self._spec.sample_size], outputs)])
+        yield outputs
