@@ -26,9 +26,13 @@ pytestmark = pytest.mark.e2e
 
 
 def _start_run(home: Path, *args: str) -> subprocess.Popen:
+    # SIGINT at its default in the run, as in a terminal: a suite started in the background by
+    # a shell without job control inherits it ignored, and Python then never raises
+    # KeyboardInterrupt (the runs below would ignore their Ctrl-C and complete).
     return subprocess.Popen([sys.executable, "-m", "pipeline.cli", "run", *FAST_RUN_ARGS, *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "TURBOTFX_HOME": str(home)})
+                            env={**os.environ, "TURBOTFX_HOME": str(home)},
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def _wait_until_done(process: subprocess.Popen, node: str, timeout: float = 300) -> str:
