@@ -50,8 +50,7 @@ def checked_columns(files: Sequence[Path], fmt: str, spec: Dataset, ids: Sequenc
     ignores that every file has). Fails in one line on a file without a feature the model
     needs or without a given id column."""
     needed = [f.name for f in spec.model_features]
-    default_ids = [f.name for f in spec.features if f.role == "ignore"]
-    present_everywhere: list[str] | None = None
+    present_everywhere = [f.name for f in spec.features if f.role == "ignore"]
     for path in files:
         columns = table.columns_of(path, fmt)
         missing = [name for name in needed if name not in columns]
@@ -62,5 +61,5 @@ def checked_columns(files: Sequence[Path], fmt: str, spec: Dataset, ids: Sequenc
         if absent:
             raise ConfigError(f"{path} has no id column {', '.join(repr(a) for a in absent)}; name columns it has "
                               f"with --id ({', '.join(columns)})")
-        present_everywhere = [c for c in (present_everywhere or default_ids) if c in columns]
-    return tuple(ids) if ids else tuple(present_everywhere or ())
+        present_everywhere = [c for c in present_everywhere if c in columns]
+    return tuple(ids) if ids else tuple(present_everywhere)

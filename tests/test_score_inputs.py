@@ -1,0 +1,24 @@
+"""pipeline/scoring/inputs: the default id columns are the ignored columns every file has."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from pipeline import datasets
+from pipeline.datasets import Feature
+from pipeline.scoring import inputs
+
+PENGUINS = datasets.load("penguins")
+WITH_ID = dataclasses.replace(PENGUINS, features=(*PENGUINS.features, Feature("penguin_id", "ignore")))
+FEATURES = ",".join(f.name for f in PENGUINS.model_features)
+
+
+def test_an_ignored_column_is_an_id_only_where_every_file_has_it(tmp_path):
+    with_id, without = tmp_path / "a.csv", tmp_path / "b.csv"
+    with_id.write_text(f"penguin_id,{FEATURES}\n")
+    without.write_text(f"{FEATURES}\n")
+    assert inputs.checked_columns([with_id], "csv", WITH_ID, ()) == ("penguin_id",)
+    # Whichever file comes first, one file without it leaves no default id.
+    assert inputs.checked_columns([without, with_id], "csv", WITH_ID, ()) == ()
+    assert inputs.checked_columns([with_id, without], "csv", WITH_ID, ()) == ()
+    assert inputs.checked_columns([with_id, without], "csv", WITH_ID, ("island",)) == ("island",)
