@@ -22,3 +22,15 @@ def test_an_ignored_column_is_an_id_only_where_every_file_has_it(tmp_path):
     assert inputs.checked_columns([without, with_id], "csv", WITH_ID, ()) == ()
     assert inputs.checked_columns([with_id, without], "csv", WITH_ID, ()) == ()
     assert inputs.checked_columns([with_id, without], "csv", WITH_ID, ("island",)) == ("island",)
+
+
+def test_a_sample_agrees_with_predict_to_float32_rounding_and_not_beyond():
+    from pipeline.scoring.score import agrees
+
+    # Measured: the same row from a batch of 342 and from one of 32 (AMD EPYC).
+    assert agrees(["Adelie", 0.9994747042655945, 0.00038036450860090554],
+                  ["Adelie", 0.9994747042655945, 0.0003803643339779228])
+    assert not agrees(["Adelie", 0.9994747, 0.00038], ["Gentoo", 0.9994747, 0.00038])  # another label
+    assert not agrees(["Adelie", 0.9994, 0.0006], ["Adelie", 0.9994, 0.0005])  # another probability
+    assert not agrees(["Adelie", 0.9], ["Adelie", 0.9, 0.1])  # a class missing
+    assert agrees([12.5], [12.500001]) and not agrees([12.5], [12.51])  # a regression value

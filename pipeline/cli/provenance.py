@@ -15,7 +15,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     which.add_argument("--latest", action="store_true", help="the latest pushed model")
     which.add_argument("--model-version", help="a pushed model by its serving version (directory name)")
     which.add_argument("--artifact-id", type=int, help="a Model, PushedModel or ModelBlessing artifact id")
-    which.add_argument("--uri", help="a model's URI, a pushed model's URI or its serving directory")
+    which.add_argument("--uri", help="a model's URI, a pushed model's URI or its serving directory, or a folder "
+                                     "of scores `turbotfx score` wrote (or a file in it)")
     cli_args.add_model_name(lineage, "with --latest: the latest pushed model of this model (a dataset's name; "
                                      "default: of any dataset in the workspace)")
     cli_args.add_format(lineage, ("text", "json", "dot"),
@@ -54,9 +55,18 @@ def handle(args: argparse.Namespace) -> int:
     from pipeline.provenance import diff, graph, lineage, render, runs
 
     if args.command == "lineage":
-        model = lineage.find_model(store, latest=args.latest, model_version=args.model_version,
-                                   artifact_id=args.artifact_id, uri=args.uri, model_name=args.model_name)
-        found = lineage.model_lineage(store, model)
+        from pipeline.provenance import scorings
+
+        # A folder of scores (or a file in it) leads to the version that scored it.
+        scoring = scorings.scoring_of_output(store, args.uri) if args.uri else None
+        if scoring is not None:
+            if not scoring["pushed_model_id"]:
+                raise lineage.unrecorded_push(scoring["model_version"])
+            model = lineage.find_model(store, artifact_id=scoring["pushed_model_id"])
+        else:
+            model = lineage.find_model(store, latest=args.latest, model_version=args.model_version,
+                                       artifact_id=args.artifact_id, uri=args.uri, model_name=args.model_name)
+        found = {**({"scoring": scoring} if scoring else {}), **lineage.model_lineage(store, model)}
         formats = {"json": _json, "dot": render.lineage_dot, "text": render.lineage_text}
         print(formats[args.format](found))
     elif args.command == "runs":

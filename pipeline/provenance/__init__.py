@@ -11,6 +11,7 @@ records the pipeline itself writes there beside TFX's:
   render     all of these as text for people and DOT for Graphviz
   pushes     the push history the serving directory is reconciled with; label changes (writes)
   run_state  a run's state (RUNNING, COMPLETE, ABORTED) on its context (writes)
+  scorings   each `score` and `drift`: files read, the version used, what came out (writes)
 
 Nothing is re-exported here, so importing one module loads only what it needs.
 """

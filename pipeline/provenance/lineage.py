@@ -89,6 +89,13 @@ def find_model(
     raise LineageError("say which model: --latest, --model-version V, --artifact-id N or --uri PATH")
 
 
+def unrecorded_push(version: int) -> LineageError:
+    """The error for scores made by a version whose push this store does not hold."""
+    return LineageError(f"these scores were made by model version {version}, whose push this metadata store does "
+                       "not record (pushed before it existed, or by another store); `turbotfx runs` lists the "
+                       "pushes it has")
+
+
 def latest_push(store: metadata_store.MetadataStore, model_name: str | None = None) -> mlmd_pb.Artifact | None:
     """The newest PushedModel that pushed (of one model, by its serving directory's name)."""
     for pushed in _artifacts(store, PUSHED_FILTER, limit=None if model_name else 1):

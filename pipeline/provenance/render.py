@@ -21,7 +21,8 @@ def lineage_text(lineage: dict[str, Any]) -> str:
     pushed = lineage["pushed_model"]
     name = (lineage.get("dataset") or {}).get("model_name") or (
         pusher_keys.model_name_of(pushed["destination"]) if pushed else None)
-    lines = [f"model {model['id']}{f' ({name})' if name else ''}  {model['uri']}"]
+    lines = [_scoring_line(lineage["scoring"])] if lineage.get("scoring") else []
+    lines.append(f"model {model['id']}{f' ({name})' if name else ''}  {model['uri']}")
     lines.append("├─ pushed: " + (f"version {pushed['version']} -> {pushed['destination']} (PushedModel {pushed['id']})"
                                   if pushed else "no"))
     pipeline = lineage["pipeline"]
@@ -131,21 +132,29 @@ def lineage_dot(lineage: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _scoring_line(scoring: dict[str, Any]) -> str:
+    files = ", ".join(f"{i['path']} (sha256 {i['sha256'][:12]})" for i in scoring["inputs"])
+    return (f"scores {scoring['output']}: {scoring['rows_scored']} rows of {files} scored {scoring['start']} "
+            f"by version {scoring['model_version']} of this model:")
+
+
 def runs_text(runs: list[dict[str, Any]]) -> str:
     if not runs:
         return "no pipeline runs in this metadata store"
     width = max(len("dataset"), *(len(run.get("model_name") or "-") for run in runs))
-    header = f"{'run id':<28} {'dataset':<{width}} {'start (UTC)':<26} {'duration':>9} {'status':<9} {'model':>6} " \
-             f"{'metric':<24} {'value':>8} {'blessed':<8} pushed"
+    header = f"{'kind':<5} {'run id':<28} {'dataset':<{width}} {'start (UTC)':<26} {'duration':>9} {'status':<9} " \
+             f"{'model':>6} {'metric':<24} {'value':>8} {'blessed':<8} version"
     lines = [header]
     for run in runs:
         blessed = {True: "yes", False: "no", None: "-"}[run["blessed"]]
+        # A run's version is the one it pushed; a scoring's, the one that scored.
+        version = run.get("scored_version") or run["pushed_version"]
         lines.append(
-            f"{run['run_id']:<28} {run.get('model_name') or '-':<{width}} {run['start']:<26} "
-            f"{run['duration_s']:>8.1f}s {run['status']:<9} "
+            f"{run.get('kind', 'run'):<5} {run['run_id']:<28} {run.get('model_name') or '-':<{width}} "
+            f"{run['start']:<26} {run['duration_s']:>8.1f}s {run['status']:<9} "
             f"{_or_dash(run['model_id']):>6} {run['metric'] or '-':<24} "
             f"{_number(run['metric_value']) if run['metric_value'] is not None else '-':>8} "
-            f"{blessed:<8} {run['pushed_version'] or '-'}"
+            f"{blessed:<8} {version or '-'}"
         )
     return "\n".join(lines)
 

@@ -1,4 +1,4 @@
-"""Pipeline runs as MLMD records them, newest first: `turbotfx runs`."""
+"""Pipeline runs and scorings as MLMD records them, newest first: `turbotfx runs`."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from typing import Any
 
 from ml_metadata.metadata_store import metadata_store
 
+from pipeline.provenance import scorings
 from pipeline.provenance.graph import RUN_CONTEXT, TypeNames
 from pipeline.provenance.summary import pipeline_of, summarize
 
@@ -14,7 +15,9 @@ def list_runs(
     store: metadata_store.MetadataStore, pipeline_name: str | None = None, limit: int | None = None,
     live_runs_possible: bool = True,
 ) -> list[dict[str, Any]]:
-    """The pipeline runs, newest first: status, timing, key metric, blessing, pushed version.
+    """The pipeline runs (status, timing, key metric, blessing, pushed version), the scorings
+    (`turbotfx score`: rows scored, the version that scored them) and the drift checks
+    (features drifted, the version compared with), newest first.
     live_runs_possible: False when no run can be executing, so unfinished means aborted."""
     types = TypeNames(store)
     runs = sorted(store.get_contexts_by_type(RUN_CONTEXT), key=lambda c: c.id, reverse=True)
@@ -23,8 +26,11 @@ def list_runs(
         pipeline = pipeline_of(store, types, run)
         if pipeline_name and pipeline != pipeline_name:
             continue
-        listed.append(summarize(store, run, types, pipeline=pipeline,
-                                 live_runs_possible=live_runs_possible).as_row())
+        listed.append({"kind": "run", **summarize(store, run, types, pipeline=pipeline,
+                                                  live_runs_possible=live_runs_possible).as_row()})
         if limit and len(listed) >= limit:
             break
-    return listed
+    listed += [scorings.as_run_row(s) for s in scorings.list_scorings(store, pipeline_name)]
+    listed += scorings.drift_run_rows(store, pipeline_name)
+    listed.sort(key=lambda row: row["start"], reverse=True)
+    return listed[:limit] if limit else listed

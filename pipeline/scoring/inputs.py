@@ -4,6 +4,7 @@ the rows the dataset's curated schema allows (serving/rows.py)."""
 from __future__ import annotations
 
 import glob
+import hashlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
@@ -12,6 +13,7 @@ from pipeline.errors import ConfigError
 
 if TYPE_CHECKING:
     from pipeline.datasets import Dataset
+    from pipeline.provenance.scorings import ScoredInput
     from serving.rows import RowSchema
 
 FORMATS = ("csv", "parquet")
@@ -63,3 +65,14 @@ def checked_columns(files: Sequence[Path], fmt: str, spec: Dataset, ids: Sequenc
                               f"with --id ({', '.join(columns)})")
         present_everywhere = [c for c in present_everywhere if c in columns]
     return tuple(ids) if ids else tuple(present_everywhere)
+
+
+def fingerprint(path: Path) -> ScoredInput:
+    """A scored file as the metadata store keeps it: absolute path, SHA-256, size."""
+    from pipeline.provenance.scorings import ScoredInput
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return ScoredInput(path=path.resolve(), sha256=digest.hexdigest(), size_bytes=path.stat().st_size)

@@ -1,12 +1,15 @@
-"""`turbotfx score` on the first run's served model: a whole table with ids and two rows the
-schema refuses, scored on Beam in this process. Expected values come from the table itself
+"""`turbotfx score` on the first run's served model (in a copy of its workspace: a scoring is
+recorded in the store): a whole table with ids and two rows the schema refuses, scored on
+Beam in this process. Expected values come from the table itself
 (ids, species, the planted rows) and from the pushed SavedModel's serving_default fed
 tf.Examples built here, not from the scoring code."""
 
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -43,10 +46,18 @@ def table(first_run, tmp_path_factory) -> tuple[Path, list[dict[str, str]]]:
 
 
 @pytest.fixture(scope="module")
-def scored(first_run, table, tmp_path_factory) -> dict:
+def home(first_run, tmp_path_factory) -> Path:
+    """The first run's workspace, copied once for this module's scorings to record in."""
+    copy = tmp_path_factory.mktemp("score-home") / "workspace"
+    shutil.copytree(first_run.home, copy, symlinks=True)
+    return copy
+
+
+@pytest.fixture(scope="module")
+def scored(home, table, tmp_path_factory) -> dict:
     output = tmp_path_factory.mktemp("score-output") / "scores"
     result = cli("score", "--data", str(table[0]), "--output", str(output), "--id", "penguin_id", "--format", "json",
-                 home=first_run.home)
+                 home=home)
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout)
 
@@ -109,7 +120,7 @@ def test_refused_rows_are_in_the_errors_file_with_their_line_and_reason(table, s
         assert repr(column) in record["reason"] and repr(value) in record["reason"] and words in record["reason"]
 
 
-def test_a_file_without_a_feature_fails_in_one_line_and_writes_nothing(first_run, table, tmp_path):
+def test_a_file_without_a_feature_fails_in_one_line_and_writes_nothing(home, table, tmp_path):
     path, rows = table
     lacking = tmp_path / "no_island.csv"
     with open(lacking, "w", newline="") as handle:
@@ -117,7 +128,7 @@ def test_a_file_without_a_feature_fails_in_one_line_and_writes_nothing(first_run
         writer.writeheader()
         writer.writerows(rows[:5])
     output = tmp_path / "out"
-    result = turbotfx("score", "--data", str(lacking), "--output", str(output), home=first_run.home)
+    result = turbotfx("score", "--data", str(lacking), "--output", str(output), home=home)
     assert result.exit_code == 2, result.output
     assert result.output.strip().splitlines() == [
         f"turbotfx: error: {lacking} has no column 'island', which the model needs (it reads "
@@ -125,17 +136,17 @@ def test_a_file_without_a_feature_fails_in_one_line_and_writes_nothing(first_run
     assert list(tmp_path.iterdir()) == [lacking]
 
 
-def test_an_output_with_files_is_kept_unless_forced_then_replaced_whole(first_run, table, scored, tmp_path):
+def test_an_output_with_files_is_kept_unless_forced_then_replaced_whole(home, table, scored, tmp_path):
     path, _ = table
     output = tmp_path / "scores"
     output.mkdir()
     (output / "notes.txt").write_text("mine")
-    kept = cli("score", "--data", str(path), "--output", str(output), home=first_run.home)
+    kept = cli("score", "--data", str(path), "--output", str(output), home=home)
     assert kept.exit_code == 2 and "already holds files" in kept.output and "--force" in kept.output
     assert [p.name for p in output.iterdir()] == ["notes.txt"]
 
     forced = cli("score", "--data", str(path), "--output", str(output), "--output-format", "parquet",
-                 "--id", "penguin_id", "--label", "stable", "--force", "--format", "json", home=first_run.home)
+                 "--id", "penguin_id", "--label", "stable", "--force", "--format", "json", home=home)
     assert forced.exit_code == 0, forced.output
     outcome = json.loads(forced.stdout)
     names = sorted(p.name for p in output.iterdir())
@@ -149,12 +160,38 @@ def test_an_output_with_files_is_kept_unless_forced_then_replaced_whole(first_ru
         assert row["probability_Adelie"] == float(as_csv[row["penguin_id"]]["probability_Adelie"])
 
 
-def test_a_version_that_is_not_served_is_named(first_run, table, tmp_path):
+def test_a_version_that_is_not_served_is_named(home, table, tmp_path):
     path, _ = table
     result = cli("score", "--data", str(path), "--output", str(tmp_path / "out"), "--model-version", "7",
-                 home=first_run.home)
+                 home=home)
     assert result.exit_code == 2
     assert "no version 7 of model 'penguins'" in result.output
     canary = cli("score", "--data", str(path), "--output", str(tmp_path / "out"), "--label", "canary",
-                 "--model-version", "7", home=first_run.home)
+                 "--model-version", "7", home=home)
     assert canary.exit_code == 2 and "not allowed with argument" in canary.output
+
+
+def test_the_store_says_which_model_scored_a_file_and_what_it_was_trained_on(first_run, home, table, scored):
+    path, _ = table
+    [version] = push.versions(first_run.config.serving_dir)
+    scores_file = scored["scores"][0]
+    result = cli("lineage", "--uri", scores_file, "--format", "json", home=home)
+    assert result.exit_code == 0, result.output
+    found = json.loads(result.stdout)
+    scoring = found["scoring"]
+    assert scoring["output"] == scored["output"] and scoring["model_version"] == version
+    assert scoring["inputs"] == [{"path": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+                                  "size_bytes": path.stat().st_size}]
+    assert (scoring["rows_scored"], scoring["rows_refused"]) == (scored["rows_scored"], len(PLANTED))
+    # On from the version to the model the first run trained, and the data it was trained on.
+    first = json.loads(cli("lineage", "--model-version", str(version), "--format", "json", home=first_run.home).stdout)
+    assert found["model"]["id"] == first["model"]["id"] and found["pushed_model"]["version"] == str(version)
+    assert found["dataset"]["file"] == first["dataset"]["file"] and found["dataset"]["file"].endswith("penguins.toml")
+    text = cli("lineage", "--uri", scored["output"], home=home).output
+    assert text.splitlines()[0].startswith(f"scores {scored['output']}: {scored['rows_scored']} rows of {path}")
+
+    runs = json.loads(cli("runs", "--format", "json", home=home).stdout)
+    scorings = [r for r in runs if r["kind"] == "score"]
+    assert [(r["scored_version"], r["metric_value"], r["output"]) for r in scorings if r["output"] == scored["output"]
+            ] == [(version, scored["rows_scored"], scored["output"])]
+    assert [r["kind"] for r in runs].count("run") == 1
