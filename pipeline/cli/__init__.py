@@ -7,7 +7,7 @@ only part of turbotfx that prints.
   init        `init`                     run         `run`
   deploy      `compile`, `submit`
   provenance  `lineage`, `runs`, `diff`  serve       `serving ...`, `predict`
-  score       `score`
+  score       `score`                   drift       `drift`
   schema      `schema infer`            tune        `tune show`
   report      `report`                  reference   docs/cli.md from the parsers
 

@@ -10,14 +10,14 @@ from typing import Sequence
 
 from pipeline import private
 from pipeline.cli import args as cli_args
-from pipeline.cli import deploy, init, provenance, report, run, schema, score, serve, tune
+from pipeline.cli import deploy, drift, init, provenance, report, run, schema, score, serve, tune
 from pipeline.errors import ConfigError, Interrupted
 
 # What a shell reports for a process ended by SIGINT, and by SIGPIPE.
 INTERRUPTED_EXIT, BROKEN_PIPE_EXIT = 130, 141
 
 # In the order `turbotfx --help` lists them.
-COMMAND_MODULES = (init, run, provenance, report, tune, deploy, serve, score, schema)
+COMMAND_MODULES = (init, run, provenance, report, tune, deploy, serve, score, drift, schema)
 
 
 def build_parser() -> argparse.ArgumentParser:
