@@ -26,7 +26,9 @@ pytestmark = pytest.mark.e2e
 
 SPEC = datasets.load("penguins").feature_spec()
 ROWS = 1000
-SHIFTED = "flipper_length_mm"  # the feature the penguins model leans on most
+# The feature the penguins run report ranks first (permutation importance: accuracy 0.24 lower
+# with it shuffled, the next 0.04).
+SHIFTED = "bill_length_mm"
 
 
 @pytest.fixture(scope="module")
