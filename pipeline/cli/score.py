@@ -10,6 +10,7 @@ from pathlib import Path
 
 from pipeline.cli import args as cli_args
 from pipeline.cli import console
+from pipeline.cli.drift import as_text
 from pipeline.cli.serve import chosen_models
 from pipeline.scoring.score import LABELS, OUTPUT_FORMATS
 
@@ -28,6 +29,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                        help="a column passed through to each scored row, repeatable (default: the columns "
                             "the dataset file ignores, where every file has them)")
     score.add_argument("--force", action="store_true", help="replace an --output folder that holds files")
+    score.add_argument("--drift", action="store_true", help="then compare the rows with the version's training data "
+                                                           "(as `turbotfx drift` does)")
     cli_args.add_beam_mode(score)
     cli_args.add_home(score)
     cli_args.add_dataset(score, "whose model: a dataset file or a built-in (default: the workspace's only model)")
@@ -47,13 +50,19 @@ def handle(args: argparse.Namespace) -> int:
         outcome = score.score(config, args.data, Path(args.output).expanduser().resolve(),
                               version=args.model_version, label=args.label, output_format=args.output_format,
                               ids=args.id, force=args.force)
+        checked = None
+        if args.drift:
+            from pipeline.scoring import drift
+
+            checked = drift.drift(config, args.data, version=outcome.model_version)
         if args.format == "json":
             out.line(json.dumps({
                 "output": str(outcome.output), "scores": [str(p) for p in outcome.scores],
                 "errors": [str(p) for p in outcome.errors], "rows_scored": outcome.rows_scored,
                 "rows_refused": outcome.rows_refused, "model_version": outcome.model_version,
                 "model_dir": str(outcome.model_dir), "ids": list(outcome.ids), "beam": outcome.beam,
-                "rows_checked": outcome.rows_checked, "seconds": round(outcome.seconds, 3)}, indent=2))
+                "rows_checked": outcome.rows_checked, "seconds": round(outcome.seconds, 3),
+                **({"drift": checked.as_json()} if checked else {})}, indent=2))
             return 0
         out.line(f"scored {outcome.rows_scored} rows with model version {outcome.model_version} "
                  f"({outcome.model_dir}) in {outcome.seconds:.1f}s, beam: {outcome.beam}")
@@ -63,4 +72,7 @@ def handle(args: argparse.Namespace) -> int:
             out.line(f"  refused: {outcome.rows_refused} rows the schema does not allow, each with its reason in "
                      f"{', '.join(p.name for p in outcome.errors)}")
         out.line(f"  checked: {outcome.rows_checked} rows scored again by in-process predict, all the same")
+        if checked:
+            for line in as_text(checked):
+                out.line(line)
     return 0

@@ -146,9 +146,15 @@ def test_an_output_with_files_is_kept_unless_forced_then_replaced_whole(home, ta
     assert [p.name for p in output.iterdir()] == ["notes.txt"]
 
     forced = cli("score", "--data", str(path), "--output", str(output), "--output-format", "parquet",
-                 "--id", "penguin_id", "--label", "stable", "--force", "--format", "json", home=home)
+                 "--id", "penguin_id", "--label", "stable", "--force", "--drift", "--format", "json", home=home)
     assert forced.exit_code == 0, forced.output
     outcome = json.loads(forced.stdout)
+    # --drift: the same rows against the training split; the planted island is the one value
+    # out of vocabulary, and the table the model was trained on has not drifted.
+    rows = table[1]
+    islands = [r["island"] for r in rows if r["island"]]
+    assert outcome["drift"]["rows"] == len(rows) and outcome["drift"]["drifted"] == []
+    assert outcome["drift"]["vocabulary_oov"]["island"] == pytest.approx(1 / len(islands))
     names = sorted(p.name for p in output.iterdir())
     assert "notes.txt" not in names and all(n.startswith(("scores-", "errors-")) for n in names), names
     assert [p.name for p in tmp_path.iterdir()] == ["scores"]  # no staging or replaced folder left
