@@ -198,6 +198,15 @@ def test_a_new_category_is_out_of_vocabulary_not_drift(table):
     assert result["city"].oov_share == 0.0 and result["normal"].oov_share is None
 
 
+def test_a_feature_missing_in_every_row_has_drifted(table):
+    batch = held_out_slice(table, 1000, 2)
+    batch["lognormal"] = np.full(1000, np.nan)
+    batch["city"] = np.array([None] * 1000, dtype=object)
+    result = {f.feature: f for f in drift_stats.compare(table[0], batch, KINDS, seed=6)}
+    assert [name for name, f in result.items() if f.flagged] == ["lognormal", "city"]
+    assert result["lognormal"].rows == 0 and result["city"].rows == 0
+
+
 def test_one_extreme_value_is_out_of_range_not_drift(table):
     """TFDV's buckets span each side's [min, max]: one value far beyond the training range
     squeezes the batch's other 999 into one bucket, and its JS leaps. Any split of the same

@@ -109,3 +109,15 @@ def test_two_classes_may_come_as_the_positive_class_probability():
 ])
 def test_the_verdict_line(estimate, bound, line):
     assert performance_estimate.verdict(estimate, bound) == line
+
+
+def test_no_margin_is_narrower_than_its_row_counts_allow():
+    """Every eval row right at near certainty: both variances are 0, yet 67 rows cannot pin
+    accuracy to 1.000, nor can a batch of 2. The floors are the 95 % Wilson half-widths at
+    accuracy 1: z^2 / (2n) / (1 + z^2 / n) with z = 1.96 (0.0271 at 67 rows, 0.329 at 2)."""
+    certain = np.tile([[0.999, 0.001]], (67, 1))
+    calibration = performance_estimate.fit(certain, np.zeros(67, dtype=int))
+    many = performance_estimate.estimate(calibration, np.tile([[0.999, 0.001]], (5000, 1)))
+    assert many.accuracy == 1.0 and many.margin == pytest.approx(0.0271, abs=5e-4)
+    two = performance_estimate.estimate(calibration, certain[:2])
+    assert two.margin == pytest.approx(0.329, abs=5e-4)

@@ -279,3 +279,8 @@ def quietly(function: Callable[..., Any], *args: Any) -> Any:
         for logger, level in zip(loggers, saved_levels):
             logger.setLevel(level)
         absl_logging.set_verbosity(saved_verbosity)
+
+
+def counted(number: int, noun: str) -> str:
+    """'1 row', '2 rows': a count with its noun (nouns with a plain -s plural)."""
+    return f"{number} {noun}{'' if number == 1 else 's'}"

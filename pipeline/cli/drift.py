@@ -50,9 +50,10 @@ def handle(args: argparse.Namespace) -> int:
 
 def as_text(outcome) -> list[str]:
     files = ", ".join(f.name for f in outcome.files)
-    lines = [f"{files}: {outcome.rows} rows against the training split of model version {outcome.model_version} "
-             f"({outcome.reference_rows} rows); a feature drifted where its distance is beyond what chance gives at "
-             f"{outcome.rows} rows"]
+    rows = console.counted(outcome.rows, "row")
+    lines = [f"{files}: {rows} against the training split of model version {outcome.model_version} "
+             f"({console.counted(outcome.reference_rows, 'row')}); a feature drifted where its distance is beyond "
+             f"what chance gives at {rows}"]
     width = max(len("feature"), *(len(f.feature) for f in outcome.features))
     lines.append(f"  {'feature':<{width}}  {'kind':<11}  {'distance':>8}  {'by chance':>9}  {'flag above':>10}  "
                  f"{'drift':<5}  outside training")

@@ -64,14 +64,16 @@ def handle(args: argparse.Namespace) -> int:
                 "rows_checked": outcome.rows_checked, "seconds": round(outcome.seconds, 3),
                 **({"drift": checked.as_json()} if checked else {})}, indent=2))
             return 0
-        out.line(f"scored {outcome.rows_scored} rows with model version {outcome.model_version} "
+        out.line(f"scored {console.counted(outcome.rows_scored, 'row')} with model version {outcome.model_version} "
                  f"({outcome.model_dir}) in {outcome.seconds:.1f}s, beam: {outcome.beam}")
         ids = ", ".join(outcome.ids) if outcome.ids else "none"
         out.line(f"  scores: {outcome.output} ({len(outcome.scores)} file(s); ids passed through: {ids})")
         if outcome.rows_refused:
-            out.line(f"  refused: {outcome.rows_refused} rows the schema does not allow, each with its reason in "
+            out.line(f"  refused: {console.counted(outcome.rows_refused, 'row')} the schema does not allow, each with "
+                     "its reason in "
                      f"{', '.join(p.name for p in outcome.errors)}")
-        out.line(f"  checked: {outcome.rows_checked} rows scored again by in-process predict, all the same")
+        out.line(f"  checked: {console.counted(outcome.rows_checked, 'row')} scored again by in-process predict, "
+                 "all the same")
         if checked:
             for line in as_text(checked):
                 out.line(line)

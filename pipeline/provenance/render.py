@@ -142,7 +142,8 @@ def runs_text(runs: list[dict[str, Any]]) -> str:
     if not runs:
         return "no pipeline runs in this metadata store"
     width = max(len("dataset"), *(len(run.get("model_name") or "-") for run in runs))
-    header = f"{'kind':<5} {'run id':<28} {'dataset':<{width}} {'start (UTC)':<26} {'duration':>9} {'status':<9} " \
+    id_width = max(28, *(len(run["run_id"]) for run in runs))  # a scoring's id holds its folder's name
+    header = f"{'kind':<5} {'run id':<{id_width}} {'dataset':<{width}} {'start (UTC)':<26} {'duration':>9} {'status':<9} " \
              f"{'model':>6} {'metric':<24} {'value':>8} {'blessed':<8} version"
     lines = [header]
     for run in runs:
@@ -150,7 +151,7 @@ def runs_text(runs: list[dict[str, Any]]) -> str:
         # A run's version is the one it pushed; a scoring's, the one that scored.
         version = run.get("scored_version") or run["pushed_version"]
         lines.append(
-            f"{run.get('kind', 'run'):<5} {run['run_id']:<28} {run.get('model_name') or '-':<{width}} "
+            f"{run.get('kind', 'run'):<5} {run['run_id']:<{id_width}} {run.get('model_name') or '-':<{width}} "
             f"{run['start']:<26} {run['duration_s']:>8.1f}s {run['status']:<9} "
             f"{_or_dash(run['model_id']):>6} {run['metric'] or '-':<24} "
             f"{_number(run['metric_value']) if run['metric_value'] is not None else '-':>8} "

@@ -8,6 +8,8 @@ renders them).
                serving_raw signature, written as sharded CSV or Parquet, refused rows to errors-*
   score        one scoring start to end: the version chosen, the output written whole or not
                at all, a sample of rows scored again through in-process predict and compared
+  guard        Ctrl-C or SIGTERM anywhere in a scoring or drift check ends it with nothing
+               written; another failure is one line pointing at the log
   drift        one drift check start to end: the batch against the version's training split,
                the vocabulary shares its Transform sees, the accuracy estimate, the record
   drift_data   the columns drift compares: a split of ExampleGen's output found through the

@@ -57,32 +57,37 @@ def drift(config: PipelineConfig, data: str, *, version: int | None = None, labe
     spec = config.spec
     files, input_format = inputs.input_files(data)
     inputs.checked_columns(files, input_format, spec, ())
+    fingerprints = tuple(inputs.fingerprint(f, input_format) for f in files)
     model_version, model_dir = chosen_version(config, version, label)
     examples_uri = _training_examples(config, model_version)
     kinds = drift_data.feature_kinds(spec)
     model_features = [f.name for f in spec.model_features]
-    reference = drift_data.read_split(examples_uri, "train", kinds)
-    batch = drift_data.read_batch(files, input_format, {name: kinds.get(name, "text") for name in model_features})
-    rows = len(next(iter(batch.values())))
-    features = drift_stats.compare(reference.columns, {n: batch[n] for n in kinds}, kinds, seed=seed)
-    vocabulary_oov = _vocabulary_oov(spec, model_dir, batch)
-    estimate = None
-    if spec.task != datasets.REGRESSION:
-        estimate = _estimate(config, model_dir, examples_uri, batch, rows)
-    outcome = DriftOutcome(model_version=model_version, model_dir=model_dir, files=files, rows=rows,
-                           reference_rows=reference.rows, features=features, vocabulary_oov=vocabulary_oov,
-                           estimate=estimate, seconds=time.monotonic() - started)
-    _record(config, outcome, started_ms)
+    from pipeline.scoring import guard
+
+    with guard.guarded("the drift check", config.log_path) as stopped:
+        reference = drift_data.read_split(examples_uri, "train", kinds)
+        batch = drift_data.read_batch(files, input_format, {name: kinds.get(name, "text") for name in model_features})
+        rows = len(next(iter(batch.values())))
+        features = drift_stats.compare(reference.columns, {n: batch[n] for n in kinds}, kinds, seed=seed)
+        vocabulary_oov = _vocabulary_oov(spec, model_dir, batch)
+        estimate = None
+        if spec.task != datasets.REGRESSION:
+            estimate = _estimate(config, model_dir, examples_uri, batch, rows)
+        outcome = DriftOutcome(model_version=model_version, model_dir=model_dir, files=files, rows=rows,
+                               reference_rows=reference.rows, features=features, vocabulary_oov=vocabulary_oov,
+                               estimate=estimate, seconds=time.monotonic() - started)
+        stopped.check()
+        _record(config, outcome, fingerprints, started_ms)
     return outcome
 
 
-def _record(config: PipelineConfig, outcome: DriftOutcome, started_ms: int) -> None:
+def _record(config: PipelineConfig, outcome: DriftOutcome, fingerprints: tuple, started_ms: int) -> None:
     from pipeline.provenance import scorings
     from pipeline.store import connection
 
     store = connection.open_store(config.metadata_store_url, create=False)
     scorings.record_drift(store, model_name=config.serving_dir.name, model_version=outcome.model_version,
-                          inputs=tuple(inputs.fingerprint(f) for f in outcome.files), rows=outcome.rows,
+                          inputs=fingerprints, rows=outcome.rows,
                           drifted=outcome.drifted, result=json.dumps(outcome.as_json()), started_ms=started_ms,
                           ended_ms=time.time_ns() // 1_000_000, pipeline_name=config.pipeline_name)
 

@@ -83,7 +83,8 @@ def _rows(path: Path, fmt: str):
 
 
 def _value(value: Any, kind: str) -> Any:
-    """A cell as drift compares it: None when missing (empty, NA, NaN, or no number)."""
+    """A cell as drift compares it: None when missing (empty, NA, NaN, or no number); an
+    infinite number (inf, 1e400) kept, to count as out of range."""
     if isinstance(value, bytes):
         value = value.decode("utf-8", errors="replace")
     if value is None or (isinstance(value, str) and value.strip() in ("", "NA")):
@@ -93,7 +94,7 @@ def _value(value: Any, kind: str) -> Any:
             number = float(value)
         except (TypeError, ValueError):
             return None
-        return None if math.isnan(number) or math.isinf(number) else number
+        return None if math.isnan(number) else number  # infinity kept: it is out of range
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return str(value)

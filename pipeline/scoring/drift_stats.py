@@ -157,7 +157,8 @@ def compare(reference: Mapping[str, ColumnData], batch: Mapping[str, ColumnData]
         present = int(np.sum(column.codes[batch_rows] < column.values.size + (kind == "numeric")))  # +-inf: present
         result.append(FeatureDrift(
             feature=name, kind=kind, distance=distance, null_median=band.median[name], null_high=band.high[name],
-            flagged=bool(distance > band.high[name]), rows=present,
+            # A feature the split has and the batch lacks in every row has drifted the most.
+            flagged=bool(distance > band.high[name]) or (present == 0 and seen.size > 0), rows=present,
             oov_share=outside if kind == "categorical" else None,
             out_of_range_share=outside if kind == "numeric" else None))
     return result

@@ -31,9 +31,12 @@ def row_schema(spec: Dataset) -> RowSchema:
 
 def input_files(pattern: str) -> tuple[list[Path], str]:
     """The files a --data FILE or GLOB names, and their one format (from the suffix)."""
-    files = sorted(Path(p) for p in glob.glob(str(Path(pattern).expanduser())) if Path(p).is_file())
+    named = Path(pattern).expanduser()
+    if named.is_dir():
+        raise ConfigError(f"--data {pattern} is a folder; name the files in it, e.g. --data '{named}/*.csv'")
+    files = sorted(Path(p) for p in glob.glob(str(named)) if Path(p).is_file())
     if not files:
-        raise ConfigError(f"--data {pattern}: no such file; name a CSV or Parquet file, or a glob of them")
+        raise ConfigError(f"--data {pattern}: no file matches; name a CSV or Parquet file, or a glob of them")
     kinds = {_format_of(f) for f in files}
     if len(kinds) > 1:
         raise ConfigError(f"--data {pattern} names both CSV and Parquet files; score one format at a time")
@@ -67,12 +70,37 @@ def checked_columns(files: Sequence[Path], fmt: str, spec: Dataset, ids: Sequenc
     return tuple(ids) if ids else tuple(present_everywhere)
 
 
-def fingerprint(path: Path) -> ScoredInput:
-    """A scored file as the metadata store keeps it: absolute path, SHA-256, size."""
+def fingerprint(path: Path, fmt: str) -> ScoredInput:
+    """A file as the metadata store keeps it (absolute path, SHA-256, size), read once before
+    any work: a CSV must be UTF-8 text without NUL bytes (what the job's reader takes), or
+    one line names the line it fails on and the fix."""
+    import codecs
+
     from pipeline.provenance.scorings import ScoredInput
 
     digest = hashlib.sha256()
+    decoder = codecs.getincrementaldecoder("utf-8")() if fmt == "csv" else None
+    lines = 1
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
+            if decoder is not None:
+                _check_text(path, decoder, block, lines)
+                lines += block.count(b"\n")
+    if decoder is not None:
+        _check_text(path, decoder, b"", lines, final=True)
     return ScoredInput(path=path.resolve(), sha256=digest.hexdigest(), size_bytes=path.stat().st_size)
+
+
+def _check_text(path: Path, decoder, block: bytes, lines: int, final: bool = False) -> None:
+    nul = block.find(b"\0")
+    if nul >= 0:
+        line = lines + block[:nul].count(b"\n")
+        raise ConfigError(f"{path} line {line} holds a NUL byte, which no CSV text has; remove it "
+                          "(tr -d '\\000'), or export the table again")
+    try:
+        decoder.decode(block, final=final)
+    except UnicodeDecodeError as err:
+        line = lines + block[:max(err.start, 0)].count(b"\n")
+        raise ConfigError(f"{path} is not UTF-8 (byte {block[err.start]:#04x} on line {line}); save it as UTF-8 "
+                          "(Excel: CSV UTF-8) and try again") from None

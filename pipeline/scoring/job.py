@@ -117,20 +117,22 @@ class _ReadRows(beam.DoFn):
     def __init__(self, input_format: str, schema: RowSchema) -> None:
         self._format, self._schema = input_format, schema
 
-    def process(self, path: str) -> Iterator[list[tuple[str, int, dict[str, Any]]]]:
+    def process(self, path: str) -> Iterator[list[tuple[str, int, dict[str, Any], int]]]:
         yield from _batches(self._rows(path))
 
-    def _rows(self, path: str) -> Iterator[tuple[str, int, dict[str, Any]]]:
+    def _rows(self, path: str) -> Iterator[tuple[str, int, dict[str, Any], int]]:
+        """(file, line, row, the row's cells beyond the header's last column)."""
         if self._format == "parquet":
             import pyarrow.parquet as pq
 
             for number, row in enumerate(pq.read_table(path).to_pylist(), start=1):
-                yield path, number, row
+                yield path, number, row, 0
             return
         with open(path, newline="", encoding="utf-8-sig") as handle:
             reader = csv.DictReader(handle)
             for record in reader:
-                yield path, reader.line_num, self._schema.csv_row(record)
+                extra = record.pop(None, None)  # DictReader puts cells past the last column under None
+                yield path, reader.line_num, self._schema.csv_row(record), len(extra or ())
 
 
 def _batches(rows: Iterator[Any]) -> Iterator[list[Any]]:
@@ -152,12 +154,15 @@ class _Check(beam.DoFn):
         self._schema, self._ids = schema, tuple(ids)
         self._refused = Metrics.counter(NAMESPACE, REFUSED)
 
-    def process(self, batch: list[tuple[str, int, dict[str, Any]]]):
+    def process(self, batch: list[tuple[str, int, dict[str, Any], int]]):
         allowed, refused = [], []
-        for path, line, row in batch:
+        for path, line, row, extra in batch:
             features = {name: row.get(name) for name in self._schema.features}
             ids = [_id_text(row.get(name)) for name in self._ids]
             problems = self._schema.problems(line, features)
+            if extra:
+                problems.insert(0, f"row {line}: has {extra} more cell(s) than the header has columns; "
+                                   "quote a value that holds a comma, or drop the extra cells")
             if problems:
                 reasons = "; ".join(p.removeprefix(f"row {line}: ") for p in problems)
                 refused.append([path, line, *ids, reasons])

@@ -75,7 +75,18 @@ def estimate(calibration: Calibration, probabilities: np.ndarray) -> Estimate:
     sampling = float(np.sum(chance * (1 - chance))) / rows**2
     refits = [float(np.mean(np.interp(confidence, x, y))) for x, y in calibration.curves[1:]]
     fitting = float(np.var(refits)) if refits else 0.0
-    return Estimate(accuracy=float(np.mean(chance)), margin=Z_95 * float(np.sqrt(sampling + fitting)), rows=rows)
+    accuracy = float(np.mean(chance))
+    # Where every calibrating row (or every batch row) sits at certainty, both variances are
+    # 0, yet 67 eval rows all right or a batch of 2 rows cannot pin accuracy to 1.000: no
+    # margin is narrower than the Wilson interval's at that accuracy and row count.
+    floor = max(_wilson_half_width(accuracy, rows), _wilson_half_width(accuracy, calibration.rows))
+    return Estimate(accuracy=accuracy, margin=max(Z_95 * float(np.sqrt(sampling + fitting)), floor), rows=rows)
+
+
+def _wilson_half_width(share: float, rows: int) -> float:
+    """Half the width of the 95 % Wilson score interval of a proportion seen in `rows` rows."""
+    z2 = Z_95**2
+    return float(Z_95 * np.sqrt(share * (1 - share) / rows + z2 / (4 * rows**2)) / (1 + z2 / rows))
 
 
 def verdict(result: Estimate, bound: float, metric_name: str = "accuracy") -> str:

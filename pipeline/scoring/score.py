@@ -50,33 +50,62 @@ def score(config: PipelineConfig, data: str, output: Path, *, version: int | Non
     spec = config.spec
     id_columns = inputs.checked_columns(files, input_format, spec, ids)
     model_version, model_dir = chosen_version(config, version, label)
-    _check_output(output, force)
+    _check_output(output, force, files, config.home_path)
+    fingerprints = tuple(inputs.fingerprint(f, input_format) for f in files)
     schema = inputs.row_schema(spec)
     from pipeline.provenance import scorings
     from pipeline.runners import local
-    from pipeline.scoring import job
+    from pipeline.scoring import guard, job
 
     columns = job.Columns(ids=id_columns, predicted=f"predicted_{spec.label}",
                           probabilities=tuple(f"probability_{c}" for c in _classes(model_dir)))
+    _check_id_names(columns)
     mode = local.mode_for_size(config.beam_mode, sum(f.stat().st_size for f in files))
-    with _staging(output) as staging:
+    with guard.guarded("the scoring", config.log_path) as stopped, _staging(output) as staging:
         counts = _run(local.prepare_direct_runner(mode), job.JobSpec(
             files=tuple(str(f) for f in files), input_format=input_format, output_format=output_format,
             staging=str(staging), model_dir=str(model_dir), model_version=model_version, schema=schema,
             columns=columns, sample_size=SAMPLE_SIZE))
+        _check_some_scored(counts, staging, data)
         checked = _check_sample(staging / job.SAMPLE_NAME, model_dir, schema, columns)
+        stopped.check()  # Beam may have carried on past a Ctrl-C: nothing is published then
         # Recorded before the rename: an output in place always has its record.
         _record(config, scorings.Scoring(
-            model_name=config.serving_dir.name, model_version=model_version,
-            inputs=tuple(inputs.fingerprint(f) for f in files), output=output, rows_scored=counts[job.SCORED],
-            rows_refused=counts[job.REFUSED], output_format=output_format, ids=id_columns,
-            beam=f"{mode} DirectRunner", started_ms=started_ms, ended_ms=time.time_ns() // 1_000_000))
+            model_name=config.serving_dir.name, model_version=model_version, inputs=fingerprints, output=output,
+            rows_scored=counts[job.SCORED], rows_refused=counts[job.REFUSED], output_format=output_format,
+            ids=id_columns, beam=f"{mode} DirectRunner", started_ms=started_ms,
+            ended_ms=time.time_ns() // 1_000_000))
         _publish(staging, output)
     return ScoreOutcome(output=output, scores=sorted(output.glob(f"{job.SCORES_PREFIX}-*")),
                         errors=sorted(output.glob(f"{job.ERRORS_PREFIX}-*")), rows_scored=counts[job.SCORED],
                         rows_refused=counts[job.REFUSED], model_version=model_version, model_dir=model_dir,
                         ids=id_columns, beam=f"{mode} DirectRunner", rows_checked=checked,
                         seconds=time.monotonic() - started)
+
+
+def _check_id_names(columns) -> None:
+    """An id column named like one the scores add would make two columns of one name."""
+    taken = [name for name in columns.ids if name in columns.names[len(columns.ids):]]
+    if taken:
+        raise ConfigError(f"--id {taken[0]!r} has the name of a column the scores add "
+                          f"({', '.join(columns.names[len(columns.ids):])}); rename that column in the file")
+
+
+def _check_some_scored(counts: dict[str, int], staging: Path, data: str) -> None:
+    """No row scored is no output: the file had none, or the schema refused every one (a
+    column of the wrong type, most often), and the first reason says which."""
+    from pipeline.scoring import job
+
+    if counts[job.SCORED]:
+        return
+    if not counts[job.REFUSED]:
+        raise ConfigError(f"--data {data} holds no rows; give a file with rows to score")
+    import csv
+
+    with open(sorted(staging.glob(f"{job.ERRORS_PREFIX}-*"))[0], newline="") as handle:
+        first = next(csv.DictReader(handle))
+    raise ConfigError(f"the schema refused every row of --data {data} ({counts[job.REFUSED]}), e.g. line "
+                      f"{first['line']}: {first['reason']}; nothing was written")
 
 
 def chosen_version(config: PipelineConfig, version: int | None, label: str | None) -> tuple[int, Path]:
@@ -109,13 +138,31 @@ def _record(config: PipelineConfig, scoring) -> None:
     scorings.record(store, scoring, pipeline_name=config.pipeline_name)
 
 
-def _check_output(output: Path, force: bool) -> None:
+def _check_output(output: Path, force: bool, files: Sequence[Path], home: Path) -> None:
+    """--output is a new folder, or one an earlier scoring wrote (replaced only with --force):
+    never the workspace, a folder holding it, or one holding the input files."""
+    from pipeline.scoring import job
+
     if output.exists() and not output.is_dir():
         raise ConfigError(f"--output {output} is a file; name a folder to write the scores into")
-    if output.is_dir() and any(output.iterdir()) and not force:
-        raise ConfigError(f"--output {output} already holds files; name a new folder, or add --force to replace it")
     if not output.parent.is_dir():
         raise ConfigError(f"--output {output}: its parent folder {output.parent} does not exist; create it first")
+    resolved = output.resolve()
+    if home.resolve().is_relative_to(resolved):
+        raise ConfigError(f"--output {output} holds the workspace {home}; name a new folder for the scores")
+    inside = [f for f in files if f.resolve().is_relative_to(resolved)]
+    if inside:
+        raise ConfigError(f"--output {output} holds the input file {inside[0]}; name a new folder for the scores")
+    present = sorted(p.name for p in output.iterdir()) if output.is_dir() else []
+    if not present:
+        return
+    if not force:
+        raise ConfigError(f"--output {output} already holds files; name a new folder, or add --force to replace "
+                          "an earlier scoring's output")
+    foreign = [name for name in present if not name.startswith((f"{job.SCORES_PREFIX}-", f"{job.ERRORS_PREFIX}-"))]
+    if foreign:
+        raise ConfigError(f"--output {output} holds files no scoring wrote ({', '.join(foreign[:3])}); --force "
+                          "replaces only an earlier scoring's output: name a new folder")
 
 
 @contextlib.contextmanager

@@ -136,14 +136,18 @@ def test_a_file_without_a_feature_fails_in_one_line_and_writes_nothing(home, tab
     assert list(tmp_path.iterdir()) == [lacking]
 
 
-def test_an_output_with_files_is_kept_unless_forced_then_replaced_whole(home, table, scored, tmp_path):
+def test_an_output_is_replaced_only_with_force_and_only_when_a_scoring_wrote_it(home, table, scored, tmp_path):
     path, _ = table
     output = tmp_path / "scores"
     output.mkdir()
     (output / "notes.txt").write_text("mine")
     kept = cli("score", "--data", str(path), "--output", str(output), home=home)
     assert kept.exit_code == 2 and "already holds files" in kept.output and "--force" in kept.output
-    assert [p.name for p in output.iterdir()] == ["notes.txt"]
+    forced_over_notes = cli("score", "--data", str(path), "--output", str(output), "--force", home=home)
+    assert forced_over_notes.exit_code == 2 and "holds files no scoring wrote (notes.txt)" in forced_over_notes.output
+    assert [p.name for p in output.iterdir()] == ["notes.txt"] and (output / "notes.txt").read_text() == "mine"
+    (output / "notes.txt").unlink()
+    assert cli("score", "--data", str(path), "--output", str(output), home=home).exit_code == 0
 
     forced = cli("score", "--data", str(path), "--output", str(output), "--output-format", "parquet",
                  "--id", "penguin_id", "--label", "stable", "--force", "--drift", "--format", "json", home=home)
@@ -201,3 +205,68 @@ def test_the_store_says_which_model_scored_a_file_and_what_it_was_trained_on(fir
     assert [(r["scored_version"], r["metric_value"], r["output"]) for r in scorings if r["output"] == scored["output"]
             ] == [(version, scored["rows_scored"], scored["output"])]
     assert [r["kind"] for r in runs].count("run") == 1
+
+
+def test_what_would_lose_data_or_cannot_be_read_is_refused_in_one_line_before_any_work(home, table, tmp_path):
+    path, rows = table
+    store = home / "metadata" / "turbotfx.sqlite"
+    before = store.read_bytes()
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    latin1 = inputs / "latin1.csv"
+    latin1.write_bytes(path.read_bytes().replace(b"Dream", "Dr\u00eaam".encode("latin-1"), 1))
+    nul = inputs / "nul.csv"
+    nul.write_bytes(path.read_bytes().replace(b"Dream", b"Dre\0am", 1))
+    line = next(i for i, text in enumerate(path.read_text().splitlines(), start=1) if "Dream" in text)
+    collide = tmp_path / "collide.csv"
+    with open(collide, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=["model_version", *rows[0]])
+        writer.writeheader()
+        writer.writerows({"model_version": "mine", **r} for r in rows[:5])
+    cases = [
+        (["--data", str(path), "--output", str(home), "--force"], f"--output {home} holds the workspace {home}"),
+        (["--data", str(path), "--output", str(home.parent), "--force"], f"holds the workspace {home}"),
+        (["--data", str(path), "--output", str(path.parent), "--force"], f"holds the input file {path}"),
+        (["--data", str(latin1), "--output", str(tmp_path / "o")], f"{latin1} is not UTF-8 (byte 0xea on line {line})"),
+        (["--data", str(nul), "--output", str(tmp_path / "o")], f"{nul} line {line} holds a NUL byte"),
+        (["--data", str(inputs), "--output", str(tmp_path / "o")], f"--data {inputs} is a folder"),
+        (["--data", str(inputs / "*.parquet"), "--output", str(tmp_path / "o")], "no file matches"),
+        (["--data", str(collide), "--output", str(tmp_path / "o"), "--id", "model_version"],
+         "--id 'model_version' has the name of a column the scores add"),
+    ]
+    (inputs / "model_version.csv").write_text("")  # a file the glob of *.parquet must not name
+    for args, words in cases:
+        result = cli("score", *args, home=home)
+        assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, (args, result.output)
+        assert words in result.output, (args, result.output)
+    assert store.read_bytes() == before and path.is_file() and not (tmp_path / "o").exists()
+
+
+def test_a_ragged_row_is_refused_and_a_table_the_schema_refuses_whole_writes_nothing(home, table, tmp_path):
+    path, rows = table
+    header, *lines = path.read_text().splitlines()
+    ragged = tmp_path / "ragged.csv"
+    ragged.write_text("\n".join([header, lines[0] + ",1,2", *lines[1:5]]) + "\n")
+    result = cli("score", "--data", str(ragged), "--output", str(tmp_path / "r"), "--id", "penguin_id",
+                 "--format", "json", home=home)
+    assert result.exit_code == 0, result.output
+    outcome = json.loads(result.stdout)
+    [errors] = outcome["errors"]
+    with open(errors, newline="") as handle:
+        [refused] = list(csv.DictReader(handle))
+    assert (refused["line"], refused["penguin_id"]) == ("2", rows[0]["penguin_id"])
+    assert refused["reason"].startswith("has 2 more cell(s) than the header has columns")
+
+    atlantis = tmp_path / "atlantis.csv"
+    with open(atlantis, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows({**r, "island": "Atlantis"} for r in rows[:20])
+    refused_all = cli("score", "--data", str(atlantis), "--output", str(tmp_path / "a"), home=home)
+    assert refused_all.exit_code == 2 and len(refused_all.output.strip().splitlines()) == 1, refused_all.output
+    assert "the schema refused every row" in refused_all.output and "'Atlantis'" in refused_all.output
+    empty = tmp_path / "empty.csv"
+    empty.write_text(header + "\n")
+    nothing = cli("score", "--data", str(empty), "--output", str(tmp_path / "e"), home=home)
+    assert nothing.exit_code == 2 and f"--data {empty} holds no rows" in nothing.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["atlantis.csv", "empty.csv", "r", "ragged.csv"]
