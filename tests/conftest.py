@@ -258,6 +258,14 @@ def first_run_copy(first_run: FirstRun, tmp_path: Path) -> CliResult:
     return CliResult(home=home, exit_code=first_run.exit_code, output=first_run.output, stdout=first_run.stdout)
 
 
+def module_copy_of_first_run(first_run: FirstRun, tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
+    """A copy of the first run's workspace for one module's commands that record in its store
+    (score, drift) without running the pipeline again: one copy serves the module."""
+    copy = tmp_path_factory.mktemp(name) / "workspace"
+    shutil.copytree(first_run.home, copy, symlinks=True)
+    return copy
+
+
 def open_to_others(root: Path) -> list[str]:
     """What under root a user other than its owner may read, write or enter, with its mode;
     links aside (their own mode means nothing)."""

@@ -141,6 +141,15 @@ def add_workspace_args(parser: argparse.ArgumentParser) -> None:
                           "(default: the dataset file's data_root)")
 
 
+def add_served_model_args(parser: argparse.ArgumentParser, verbose_help: str) -> None:
+    """Which served model a batch command uses, and how it reports: `score`, `drift`."""
+    add_home(parser)
+    add_dataset(parser, "whose model: a dataset file or a built-in (default: the workspace's only model)")
+    add_model_name(parser, "model name (default: the dataset's)")
+    add_verbose(parser, verbose_help)
+    add_format(parser)
+
+
 def add_store_args(parser: argparse.ArgumentParser) -> None:
     """Which metadata store a question is asked of: `lineage`, `runs`, `diff`."""
     add_home(parser, "workspace whose SQLite store to read")

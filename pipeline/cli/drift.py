@@ -26,11 +26,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     drift.add_argument("--seed", type=int, default=0, help="the null band's random draws (default: 0)")
     drift.add_argument("--fail-on-drift", action="store_true",
                        help=f"exit with status {DRIFTED_EXIT} when a feature drifted (for a scheduled check)")
-    cli_args.add_home(drift)
-    cli_args.add_dataset(drift, "whose model: a dataset file or a built-in (default: the workspace's only model)")
-    cli_args.add_model_name(drift, "model name (default: the dataset's)")
-    cli_args.add_verbose(drift, "show TF logs")
-    cli_args.add_format(drift)
+    cli_args.add_served_model_args(drift, "show TF logs")
     drift.set_defaults(handler=handle)
 
 

@@ -32,11 +32,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     score.add_argument("--drift", action="store_true", help="then compare the rows with the version's training data "
                                                            "(as `turbotfx drift` does)")
     cli_args.add_beam_mode(score)
-    cli_args.add_home(score)
-    cli_args.add_dataset(score, "whose model: a dataset file or a built-in (default: the workspace's only model)")
-    cli_args.add_model_name(score, "model name (default: the dataset's)")
-    cli_args.add_verbose(score, "show TF and Beam logs")
-    cli_args.add_format(score)
+    cli_args.add_served_model_args(score, "show TF and Beam logs")
     score.set_defaults(handler=handle)
 
 

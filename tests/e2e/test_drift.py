@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import csv
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +19,8 @@ import tensorflow as tf
 
 from pipeline import datasets
 from serving import push
-from tests.conftest import cli, turbotfx
+from tests.conftest import cli, module_copy_of_first_run, turbotfx
+from tests.penguin_examples import example
 
 pytestmark = pytest.mark.e2e
 
@@ -33,9 +33,7 @@ SHIFTED = "bill_length_mm"
 
 @pytest.fixture(scope="module")
 def home(first_run, tmp_path_factory) -> Path:
-    copy = tmp_path_factory.mktemp("drift-home") / "workspace"
-    shutil.copytree(first_run.home, copy, symlinks=True)
-    return copy
+    return module_copy_of_first_run(first_run, tmp_path_factory, "drift-home")
 
 
 @pytest.fixture(scope="module")
@@ -116,7 +114,7 @@ def test_the_accuracy_estimate_is_near_the_true_accuracy_of_the_served_model(fir
     # The truth: the served model's answers for these rows against their species.
     [version] = push.versions(first_run.config.serving_dir)
     model = tf.saved_model.load(str(first_run.config.serving_dir / str(version)))
-    outputs = model.signatures["serving_default"](examples=tf.constant([_example(r) for r in rows]))
+    outputs = model.signatures["serving_default"](examples=tf.constant([example(r) for r in rows]))
     predicted = [label.decode() for label in outputs["label"].numpy()]
     labelled = [(p, r["species"]) for p, r in zip(predicted, rows) if r["species"]]
     truth = sum(p == s for p, s in labelled) / len(labelled)
@@ -138,11 +136,3 @@ def test_the_text_report_and_a_missing_column(home, penguins, tmp_path):
     missing = cli("drift", "--data", str(lacking), home=home)
     assert missing.exit_code == 2 and missing.output.strip().splitlines()[-1].startswith(
         f"turbotfx: error: {lacking} has no column 'island', which the model needs")
-
-
-def _example(row: dict[str, str]) -> bytes:
-    feature = {key: tf.train.Feature(float_list=tf.train.FloatList(value=[float(row[key])] if row[key] else []))
-               for key in SPEC.numeric_keys}
-    feature |= {key: tf.train.Feature(bytes_list=tf.train.BytesList(value=[row[key].encode()] if row[key] else []))
-                for key in SPEC.categorical_keys}
-    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()

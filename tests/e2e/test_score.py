@@ -9,7 +9,6 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +18,8 @@ import tensorflow as tf
 
 from pipeline import datasets
 from serving import push
-from tests.conftest import cli, turbotfx
+from tests.conftest import cli, module_copy_of_first_run, turbotfx
+from tests.penguin_examples import example
 
 pytestmark = pytest.mark.e2e
 
@@ -47,10 +47,7 @@ def table(first_run, tmp_path_factory) -> tuple[Path, list[dict[str, str]]]:
 
 @pytest.fixture(scope="module")
 def home(first_run, tmp_path_factory) -> Path:
-    """The first run's workspace, copied once for this module's scorings to record in."""
-    copy = tmp_path_factory.mktemp("score-home") / "workspace"
-    shutil.copytree(first_run.home, copy, symlinks=True)
-    return copy
+    return module_copy_of_first_run(first_run, tmp_path_factory, "score-home")
 
 
 @pytest.fixture(scope="module")
@@ -70,14 +67,6 @@ def _scores(outcome: dict) -> list[dict[str, str]]:
     return rows
 
 
-def _example(row: dict[str, str]) -> bytes:
-    """A tf.Example as ExampleGen writes a CSV row: one value per present cell."""
-    feature = {key: tf.train.Feature(float_list=tf.train.FloatList(value=[float(row[key])] if row[key] else []))
-               for key in SPEC.numeric_keys}
-    feature |= {key: tf.train.Feature(bytes_list=tf.train.BytesList(value=[row[key].encode()] if row[key] else []))
-                for key in SPEC.categorical_keys}
-    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
-
 
 def test_every_valid_row_is_scored_once_with_its_id_and_the_served_models_answer(first_run, table, scored):
     _, rows = table
@@ -93,7 +82,7 @@ def test_every_valid_row_is_scored_once_with_its_id_and_the_served_models_answer
     model = tf.saved_model.load(str(first_run.config.serving_dir / str(version)))
     by_id = {r["penguin_id"]: r for r in valid}
     ids = [r["penguin_id"] for r in written]
-    outputs = model.signatures["serving_default"](examples=tf.constant([_example(by_id[i]) for i in ids]))
+    outputs = model.signatures["serving_default"](examples=tf.constant([example(by_id[i]) for i in ids]))
     classes = [c.decode() for c in outputs["classes"].numpy()[0]]
     assert sorted(classes) == sorted(SPECIES)
     labels = [label.decode() for label in outputs["label"].numpy()]
