@@ -4,6 +4,7 @@ signal handlers are the caller's again afterwards."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 
@@ -24,10 +25,8 @@ def test_a_ctrl_c_that_beam_swallowed_still_stops_before_anything_is_published(t
     published = []
     with pytest.raises(Interrupted):
         with guard.guarded("the scoring", tmp_path / "log") as stopped:
-            try:
+            with contextlib.suppress(KeyboardInterrupt):  # a worker thread's catch-all: the job carried on
                 os.kill(os.getpid(), signal.SIGINT)
-            except KeyboardInterrupt:
-                pass  # a worker thread's catch-all: the job carried on
             stopped.check()
             published.append("output")
     assert published == []
@@ -46,9 +45,7 @@ def test_another_failure_is_one_line_naming_its_cause_and_the_log(tmp_path):
 
 
 def test_the_callers_signal_handlers_are_back_after(tmp_path):
-    def mine(signum, frame):
-        pass
-
+    mine = signal.default_int_handler  # any handler of the caller's own, to see it put back
     previous = signal.signal(signal.SIGTERM, mine)
     try:
         before = signal.getsignal(signal.SIGINT)

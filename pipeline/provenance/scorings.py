@@ -58,56 +58,61 @@ class Scoring:
 
 def record(store: metadata_store.MetadataStore, scoring: Scoring, pipeline_name: str | None = None) -> int:
     """Writes one scoring in one transaction (execution, artifacts, events, context); its id."""
-    execution_type = store.put_execution_type(mlmd_pb.ExecutionType(name=SCORING_TYPE))
     output_type = store.put_artifact_type(mlmd_pb.ArtifactType(name=OUTPUT_TYPE))
-    execution = mlmd_pb.Execution(type_id=execution_type, last_known_state=mlmd_pb.Execution.COMPLETE,
-                                  name=f"score-{scoring.started_ms}-{scoring.output.name}")
+    execution = _execution(store, SCORING_TYPE, f"score-{scoring.started_ms}-{scoring.output.name}",
+                           scoring.model_name, scoring.model_version, scoring.started_ms, scoring.ended_ms)
     properties = execution.custom_properties
-    properties[MODEL_NAME].string_value = scoring.model_name
-    properties[MODEL_VERSION].int_value = scoring.model_version
     properties[ROWS_SCORED].int_value = scoring.rows_scored
     properties[ROWS_REFUSED].int_value = scoring.rows_refused
     properties[OUTPUT_FORMAT].string_value = scoring.output_format
     properties[ID_COLUMNS].string_value = ",".join(scoring.ids)
     properties[BEAM].string_value = scoring.beam
-    # MLMD sets create/update times itself; the job's own start and end are kept too.
-    properties["started_ms"].int_value = scoring.started_ms
-    properties["ended_ms"].int_value = scoring.ended_ms
-
     linked = _inputs(store, scoring.model_name, scoring.model_version, scoring.inputs)
     output = mlmd_pb.Artifact(type_id=output_type, uri=str(scoring.output), state=mlmd_pb.Artifact.LIVE)
     output.custom_properties[ROWS_SCORED].int_value = scoring.rows_scored
     linked.append((output, _event(OUTPUT, SCORES_KEY, 0)))
-    contexts = [c for c in store.get_contexts_by_type(PIPELINE_CONTEXT) if c.name == pipeline_name]
-    execution_id, _, _ = store.put_execution(execution, linked, contexts)
-    return execution_id
+    return _put(store, execution, linked, pipeline_name)
 
 
 def record_drift(store: metadata_store.MetadataStore, *, model_name: str, model_version: int,
                  inputs: tuple[ScoredInput, ...], rows: int, drifted: list[str], result: str, started_ms: int,
                  ended_ms: int, pipeline_name: str | None = None) -> int:
     """Writes one drift check (result: its JSON, as `drift --format json` prints it); its id."""
-    execution_type = store.put_execution_type(mlmd_pb.ExecutionType(name=DRIFT_TYPE))
-    execution = mlmd_pb.Execution(type_id=execution_type, last_known_state=mlmd_pb.Execution.COMPLETE,
-                                  name=f"drift-{started_ms}")
+    execution = _execution(store, DRIFT_TYPE, f"drift-{started_ms}", model_name, model_version, started_ms, ended_ms)
     properties = execution.custom_properties
-    properties[MODEL_NAME].string_value = model_name
-    properties[MODEL_VERSION].int_value = model_version
     properties[ROWS].int_value = rows
     properties[DRIFTED].string_value = ",".join(drifted)
     properties[RESULT].string_value = result
+    return _put(store, execution, _inputs(store, model_name, model_version, inputs), pipeline_name)
+
+
+def _execution(store: metadata_store.MetadataStore, type_name: str, name: str, model_name: str, version: int,
+               started_ms: int, ended_ms: int) -> mlmd_pb.Execution:
+    """A completed execution of the model's version; MLMD sets create/update times itself,
+    the job's own start and end are kept too."""
+    execution = mlmd_pb.Execution(type_id=store.put_execution_type(mlmd_pb.ExecutionType(name=type_name)),
+                                  last_known_state=mlmd_pb.Execution.COMPLETE, name=name)
+    properties = execution.custom_properties
+    properties[MODEL_NAME].string_value = model_name
+    properties[MODEL_VERSION].int_value = version
     properties["started_ms"].int_value = started_ms
     properties["ended_ms"].int_value = ended_ms
+    return execution
+
+
+def _put(store: metadata_store.MetadataStore, execution: mlmd_pb.Execution, linked: list,
+         pipeline_name: str | None) -> int:
+    """Execution, artifacts and events in one transaction, attributed to the pipeline's context."""
     contexts = [c for c in store.get_contexts_by_type(PIPELINE_CONTEXT) if c.name == pipeline_name]
-    execution_id, _, _ = store.put_execution(execution, _inputs(store, model_name, model_version, inputs), contexts)
+    execution_id, _, _ = store.put_execution(execution, linked, contexts)
     return execution_id
 
 
 def scoring_of_output(store: metadata_store.MetadataStore, uri: str) -> dict[str, Any] | None:
     """The newest scoring that wrote this folder (or the folder of this file), else None."""
-    path = Path(uri).expanduser().resolve()
+    path, types = Path(uri).expanduser().resolve(), TypeNames(store)
     for candidate in (path, path.parent):
-        outputs = [a for a in store.get_artifacts_by_uri(str(candidate)) if _is(store, a.type_id, OUTPUT_TYPE)]
+        outputs = [a for a in store.get_artifacts_by_uri(str(candidate)) if types.artifact(a.type_id) == OUTPUT_TYPE]
         if outputs:
             newest = max(outputs, key=lambda a: a.id)
             producers = [e.execution_id for e in store.get_events_by_artifact_ids([newest.id]) if e.type == OUTPUT]
@@ -230,7 +235,3 @@ def _event(kind: int, key: str, index: int) -> mlmd_pb.Event:
     event.path.steps.add().key = key
     event.path.steps.add().index = index
     return event
-
-
-def _is(store: metadata_store.MetadataStore, type_id: int, name: str) -> bool:
-    return store.get_artifact_types_by_id([type_id])[0].name == name

@@ -59,7 +59,10 @@ def drift(config: PipelineConfig, data: str, *, version: int | None = None, labe
     inputs.checked_columns(files, input_format, spec, ())
     fingerprints = tuple(inputs.fingerprint(f, input_format) for f in files)
     model_version, model_dir = chosen_version(config, version, label)
-    examples_uri = _training_examples(config, model_version)
+    from pipeline.store import connection
+
+    store = connection.open_store(config.metadata_store_url, create=False)
+    examples_uri = _training_examples(store, config, model_version)
     kinds = drift_data.feature_kinds(spec)
     model_features = [f.name for f in spec.model_features]
     from pipeline.scoring import guard
@@ -77,27 +80,23 @@ def drift(config: PipelineConfig, data: str, *, version: int | None = None, labe
                                reference_rows=reference.rows, features=features, vocabulary_oov=vocabulary_oov,
                                estimate=estimate, seconds=time.monotonic() - started)
         stopped.check()
-        _record(config, outcome, fingerprints, started_ms)
+        _record(store, config, outcome, fingerprints, started_ms)
     return outcome
 
 
-def _record(config: PipelineConfig, outcome: DriftOutcome, fingerprints: tuple, started_ms: int) -> None:
+def _record(store, config: PipelineConfig, outcome: DriftOutcome, fingerprints: tuple, started_ms: int) -> None:
     from pipeline.provenance import scorings
-    from pipeline.store import connection
 
-    store = connection.open_store(config.metadata_store_url, create=False)
     scorings.record_drift(store, model_name=config.serving_dir.name, model_version=outcome.model_version,
                           inputs=fingerprints, rows=outcome.rows,
                           drifted=outcome.drifted, result=json.dumps(outcome.as_json()), started_ms=started_ms,
                           ended_ms=time.time_ns() // 1_000_000, pipeline_name=config.pipeline_name)
 
 
-def _training_examples(config: PipelineConfig, version: int) -> str:
+def _training_examples(store, config: PipelineConfig, version: int) -> str:
     """ExampleGen's output the version's model was trained on, from the store's lineage."""
     from pipeline.provenance import lineage
-    from pipeline.store import connection
 
-    store = connection.open_store(config.metadata_store_url, create=False)
     try:
         found = lineage.model_lineage(store, lineage.find_model(store, model_version=str(version)))
     except lineage.LineageError:
